@@ -1,0 +1,35 @@
+# The verbs. Every target sets up what it needs: a fresh clone runs `make demo` or `make test` directly.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+
+.PHONY: setup dev demo test lint unit clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip==26.3"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+dev: setup
+	$(BIN)/sentinel serve --seed
+
+demo: setup
+	$(BIN)/python -m local.demo
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+
+test: lint
+	$(BIN)/python -m pytest -n 2
+
+unit: setup
+	$(BIN)/python -m pytest tests/unit
+
+clean:
+	rm -rf $(VENV) .pytest_cache

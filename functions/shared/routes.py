@@ -1,0 +1,181 @@
+"""The one route table: every route, the roles it admits, the function that serves it. The resolvers of
+every function and the OpenAPI document are built from it."""
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from sentinel.errors import Refusal, StoreUnavailable
+
+from . import endpoints as ep
+from .problems import problem_body, problem_response
+from .request import CURRENT, Call
+
+SMALL_BODY = 256 * 1024
+LARGE_BODY = 2 * 1024 * 1024
+P = "/v1/projects/{project}"
+C = P + "/candidates/{candidate_id}"
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    function: str  # the Lambda function that serves it (infra reads this table's function names too)
+    roles: str
+    summary: str
+    endpoint: Callable[..., Response]
+    status: int = 200
+    public: bool = False
+
+    @property
+    def body_limit(self) -> int:
+        return LARGE_BODY if self.path.endswith(("/evidence", "/candidates", "/change-context")) else SMALL_BODY
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("GET", "/v1/health", "health", "anonymous", "Service health", ep.health, public=True),
+    Route("GET", "/v1/openapi.json", "health", "anonymous", "This OpenAPI document", lambda: openapi_response(),
+          public=True),
+    Route("GET", "/v1/whoami", "gating", "any", "The caller's identity and roles", ep.whoami),
+    Route("PUT", P + "/config", "gating", "admin", "Set the project configuration", ep.put_config),
+    Route("GET", P + "/config", "gating", "any", "Read the project configuration", ep.get_config),
+    Route("PUT", P + "/policies/{policy_id}", "gating", "admin", "Create or amend a policy", ep.put_policy, 201),
+    Route("GET", P + "/policies", "gating", "any", "List policies", ep.list_policies),
+    Route("GET", P + "/policies/{policy_id}", "gating", "any", "Read one policy version", ep.get_policy),
+    Route("GET", P + "/audit", "gating", "admin, auditor", "The project chain with verification",
+          ep.project_audit),
+    Route("POST", P + "/candidates", "gating", "requester, publisher", "Create a candidate from its change",
+          ep.create_candidate, 201),
+    Route("GET", P + "/candidates", "gating", "any", "Look candidates up", ep.find_candidates),
+    Route("GET", C, "gating", "any", "The candidate's whole state", ep.get_candidate),
+    Route("POST", C + "/change-context", "gating", "requester, publisher", "Add change context",
+          ep.add_change_context, 201),
+    Route("GET", C + "/decision", "gating", "any", "Evaluate without recording", ep.get_decision),
+    Route("POST", C + "/decisions", "gating", "any", "Evaluate at the service clock and record",
+          ep.record_decision, 201),
+    Route("GET", C + "/audit", "gating", "any", "The candidate chain with verification", ep.candidate_audit),
+    Route("POST", C + "/proposals", "plans", "requester", "Draft a plan (model or fallback)", ep.propose, 201),
+    Route("PUT", C + "/plan", "plans", "requester", "Submit or amend the plan", ep.put_plan, 201),
+    Route("POST", C + "/reviews", "review", "reviewer (human)", "Approve or reject one plan digest", ep.review,
+          201),
+    Route("POST", C + "/tasks/{task_id}/settlement", "review", "reviewer (human)", "Settle a passed task",
+          ep.settle, 201),
+    Route("POST", C + "/actions/{action_id}/executions", "actions", "requester", "Execute a declared action",
+          ep.execute, 201),
+    Route("POST", C + "/evidence", "evidence", "publisher, requester", "Post evidence for a check",
+          ep.post_evidence, 201),
+    Route("POST", C + "/tasks/{task_id}/reports", "evidence", "requester", "Report a task (the report writer)",
+          ep.report, 201),
+)
+
+FUNCTIONS: tuple[str, ...] = tuple(sorted({r.function for r in ROUTES}))
+_PATTERNS = [(r, re.compile("^" + re.sub(r"\{[a-z_]+\}", "[^/]+", r.path) + "$")) for r in ROUTES]
+
+
+def route_for(method: str, path: str) -> Route | None:
+    for route, pattern in _PATTERNS:
+        if route.method == method and pattern.match(path):
+            return route
+    return None
+
+
+def _problem(status: int, code: str, title: str, detail: str, findings: list[dict[str, Any]] | None = None
+             ) -> Response:
+    return Response(status_code=status, content_type="application/problem+json",
+                    body=json.dumps(problem_body(code, status, title, detail, findings), ensure_ascii=False))
+
+
+def _validation_findings(error: RequestValidationError) -> list[dict[str, Any]]:
+    out = []
+    for e in error.errors():
+        loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "(body)"
+        msg = "unknown field (identity comes only from your credential)" if e.get("type") == "extra_forbidden" \
+            else e.get("msg", "invalid")
+        out.append({"code": "VALIDATION_FAILED", "detail": f"{loc}: {msg}"})
+    return out
+
+
+def build_resolver(function: str | None) -> APIGatewayHttpResolver:
+    """The resolver of one function (None: every route, as the local runner and the OpenAPI document see it)."""
+    app = APIGatewayHttpResolver(enable_validation=True)
+
+    def capture(app: APIGatewayHttpResolver, next_middleware: Callable[..., Response]) -> Response:
+        token = CURRENT.set(Call.from_event(app.current_event.raw_event))
+        try:
+            return next_middleware(app)
+        finally:
+            CURRENT.reset(token)
+
+    app.use([capture])
+
+    @app.exception_handler(Refusal)
+    def refused(error: Refusal) -> Response:
+        return problem_response(error)
+
+    @app.exception_handler(RequestValidationError)
+    def invalid(error: RequestValidationError) -> Response:
+        findings = _validation_findings(error)
+        return _problem(422, "VALIDATION_FAILED", "The request is not valid",
+                        "; ".join(f["detail"] for f in findings[:5]), findings)
+
+    @app.exception_handler(StoreUnavailable)
+    def unavailable(_error: StoreUnavailable) -> Response:
+        response = _problem(503, "STATE_UNAVAILABLE", "The state store cannot be read or written right now",
+                            "retry shortly; nothing was changed")
+        response.headers["Retry-After"] = "1"
+        return response
+
+    @app.not_found
+    def not_found(_error: NotFoundError) -> Response:
+        return _problem(404, "NOT_FOUND", "Not found", "no such route")
+
+    for route in ROUTES:
+        if function is None or route.function == function:
+            rule = re.sub(r"\{([a-z_]+)\}", r"<\1>", route.path)
+            app.route(rule, route.method, summary=route.summary, description=f"Role: {route.roles}.",
+                      operation_id=route.endpoint.__name__ if route.endpoint.__name__ != "<lambda>" else "openapi",
+                      status_code=route.status, tags=[route.function])(route.endpoint)
+    return app
+
+
+def lambda_handler(function: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """The Lambda entry point of one function: the body limit, then the resolver."""
+    app = build_resolver(function)
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        body = event.get("body") or ""
+        route = route_for(event.get("requestContext", {}).get("http", {}).get("method", ""),
+                          event.get("rawPath", ""))
+        size = len(body) * 3 // 4 if event.get("isBase64Encoded") else len(body.encode("utf-8"))
+        if route is not None and size > route.body_limit:
+            body = problem_body("PAYLOAD_TOO_LARGE", 413, "The body is too large",
+                                f"this route accepts at most {route.body_limit} bytes")
+            return {"statusCode": 413, "headers": {"Content-Type": "application/problem+json"},
+                    "body": json.dumps(body), "isBase64Encoded": False}
+        return app.resolve(event, context)
+
+    return handler
+
+
+_OPENAPI: str | None = None
+
+
+def openapi_document() -> dict[str, Any]:
+    global _OPENAPI
+    if _OPENAPI is None:
+        _OPENAPI = build_resolver(None).get_openapi_json_schema(
+            title="Sentinel", version="1.0.0",
+            description="A fail-closed readiness gate for changes made by coding agents. Every route but "
+                        "/v1/health and /v1/openapi.json needs `Authorization: Bearer <token>`.")
+    doc: dict[str, Any] = json.loads(_OPENAPI)
+    return doc
+
+
+def openapi_response() -> Response:
+    return Response(status_code=200, content_type="application/json", body=json.dumps(openapi_document()))

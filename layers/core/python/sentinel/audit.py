@@ -1,0 +1,94 @@
+"""The hash-chained audit log (DOMAIN.md rules 24 and 25)."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from .canonical import digest, sha256_hex
+
+
+def genesis_hash(project: str, candidate_id: str | None) -> str:
+    return digest({"project": project, "candidate_id": candidate_id})
+
+
+def event_hash(event: dict[str, Any]) -> str:
+    return digest({k: event[k] for k in ("project", "candidate_id", "seq", "type", "actor", "at",
+                                         "payload_digest", "prev_hash")})
+
+
+def fact_digest(fact_text: str) -> str:
+    return sha256_hex(fact_text.encode("utf-8"))
+
+
+def next_event(project: str, candidate_id: str | None, prev_seq: int, prev_hash: str | None, type_: str,
+               actor: str, at: str, fact_text: str) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "project": project,
+        "candidate_id": candidate_id,
+        "seq": prev_seq + 1,
+        "type": type_,
+        "actor": actor,
+        "at": at,
+        "payload_digest": fact_digest(fact_text),
+        "prev_hash": prev_hash if prev_seq else genesis_hash(project, candidate_id),
+    }
+    event["hash"] = event_hash(event)
+    return event
+
+
+@dataclass(frozen=True)
+class Verification:
+    valid: bool
+    length: int
+    head_hash: str | None
+    first_bad_seq: int | None
+    reason: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"valid": self.valid, "length": self.length, "head_hash": self.head_hash,
+                "first_bad_seq": self.first_bad_seq, "reason": self.reason}
+
+
+def _failure(length: int, head_hash: str | None, seq: int):  # type: ignore[no-untyped-def]
+    return lambda reason: Verification(False, length, head_hash, seq, reason)
+
+
+class AuditChain:
+    """Verifies a chain: every link, every fact against its event, the head, and the newest checkpoint."""
+
+    @staticmethod
+    def verify(project: str, candidate_id: str | None, events: list[dict[str, Any]], facts: dict[int, str],
+               head: dict[str, Any] | None, checkpoint: dict[str, Any] | None = None) -> Verification:
+        prev = genesis_hash(project, candidate_id)
+        length = len(events)
+        last_hash = None
+        for expected_seq, event in enumerate(events, start=1):
+            seq = event.get("seq")
+            bad = _failure(length, last_hash, expected_seq)
+            if seq != expected_seq:
+                return bad(f"expected seq {expected_seq}, found {seq}: an event was removed, inserted or reordered")
+            if event.get("project") != project or event.get("candidate_id") != candidate_id:
+                return bad("event belongs to another chain")
+            if event.get("prev_hash") != prev:
+                return bad("prev_hash does not match the previous event")
+            if event_hash(event) != event.get("hash"):
+                return bad("event hash does not match its content")
+            fact = facts.get(expected_seq)
+            if fact is None:
+                return bad("the fact recorded by this event is missing")
+            if fact_digest(fact) != event.get("payload_digest"):
+                return bad("the fact no longer matches its event's payload_digest")
+            prev = last_hash = event["hash"]
+        extra = sorted(set(facts) - set(range(1, length + 1)))
+        if extra:
+            return Verification(False, length, last_hash, extra[0], "a fact exists without its audit event")
+        if head is not None and (int(head.get("seq", 0)) != length or head.get("hash") != last_hash):
+            return Verification(False, length, last_hash, min(length + 1, int(head.get("seq", 0)) or 1),
+                                "the chain head does not match the last event: the tail was cut or rewritten")
+        if checkpoint is not None:
+            cp_seq = int(checkpoint["seq"])
+            if cp_seq > length:
+                return Verification(False, length, last_hash, length + 1,
+                                    f"the newest checkpoint names seq {cp_seq}: the tail was cut")
+            if events[cp_seq - 1]["hash"] != checkpoint["hash"]:
+                return Verification(False, length, last_hash, cp_seq, "the event differs from its checkpoint")
+        return Verification(True, length, last_hash, None, None)

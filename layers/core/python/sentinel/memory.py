@@ -1,0 +1,115 @@
+"""In-memory implementations of the ports: the reference fakes for unit tests and the scenario harness.
+
+They keep DynamoDB's contract where the core relies on it: a conditional append either writes everything
+or nothing, and a lost race raises StoreConflict."""
+
+import copy
+import json
+import threading
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from .errors import StoreConflict
+from .ports import Append, ClaimTaken, IdempotencyRecord, Stream, StreamRef
+
+
+class FixedClock:
+    def __init__(self, start: datetime) -> None:
+        self.current = start
+
+    def now(self) -> datetime:
+        return self.current
+
+    def advance(self, seconds: float) -> None:
+        self.current += timedelta(seconds=seconds)
+
+
+class SequentialIds:
+    def __init__(self) -> None:
+        self.counter = 0
+
+    def new_id(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}_{self.counter:08d}"
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self.streams: dict[StreamRef, Stream] = {}
+        self.claims: dict[str, dict[str, dict[str, Any]]] = {}
+        self.idempotency: dict[tuple[StreamRef, str, str], IdempotencyRecord] = {}
+        self.outbox: list[dict[str, Any]] = []
+        self.loads = 0
+        self._lock = threading.Lock()
+
+    def load(self, ref: StreamRef) -> Stream | None:
+        with self._lock:
+            self.loads += 1
+            stream = self.streams.get(ref)
+            return copy.deepcopy(stream) if stream else None
+
+    def append(self, a: Append) -> None:
+        with self._lock:
+            current = self.streams.get(a.ref)
+            if (current.seq if current else 0) != a.expected_seq:
+                raise StoreConflict()
+            head = current.head if current else {}
+            if a.require_plan_digest is not None and (head or {}).get("plan_digest") != a.require_plan_digest:
+                raise StoreConflict()
+            if a.require_approval_after is not None and not (
+                    (head or {}).get("approval_valid_until", "") > a.require_approval_after):
+                raise StoreConflict()
+            if a.claim:
+                taken = self.claims.get(a.ref.project, {}).get(a.claim[0])
+                if taken:
+                    raise ClaimTaken(taken["candidate_id"])
+            if a.idempotency is not None:
+                held = self.idempotency.get((a.idempotency.ref, a.idempotency.scope, a.idempotency.key))
+                if held is None or held.status != "in_progress" or held.caller != a.idempotency.caller:
+                    raise StoreConflict()
+            stream = copy.deepcopy(current) if current else Stream(a.ref, [], {}, None)
+            stream.events.append(dict(a.event))
+            stream.facts[a.event["seq"]] = a.fact_text
+            stream.head = dict(a.head)
+            self.streams[a.ref] = stream
+            self.outbox.extend(copy.deepcopy(a.outbox))
+            if a.idempotency is not None:
+                rec = a.idempotency
+                self.idempotency[(rec.ref, rec.scope, rec.key)] = replace(rec)
+            if a.claim:
+                fact = json.loads(a.fact_text)
+                self.claims.setdefault(a.ref.project, {})[a.claim[0]] = {
+                    "candidate_id": a.claim[1], "subject": fact["subject"], "revision": fact["revision"],
+                    "environment": fact["environment"], "created_at": fact["recorded_at"]}
+
+    def find_claim(self, project: str, key: str) -> str | None:
+        with self._lock:
+            claim = self.claims.get(project, {}).get(key)
+            return claim["candidate_id"] if claim else None
+
+    def list_claims(self, project: str, limit: int, cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        with self._lock:
+            rows = sorted(self.claims.get(project, {}).items())
+        start = int(cursor) if cursor else 0
+        page = [row for _key, row in rows[start:start + limit]]
+        return page, (str(start + limit) if start + limit < len(rows) else None)
+
+    def idempotency_get(self, ref: StreamRef, scope: str, key: str) -> IdempotencyRecord | None:
+        with self._lock:
+            rec = self.idempotency.get((ref, scope, key))
+            return replace(rec) if rec else None
+
+    def idempotency_begin(self, record: IdempotencyRecord) -> bool:
+        with self._lock:
+            held = self.idempotency.get((record.ref, record.scope, record.key))
+            if held is not None and not (held.status == "in_progress" and held.lease_until <= record.claimed_at):
+                return False
+            self.idempotency[(record.ref, record.scope, record.key)] = replace(record, status="in_progress")
+            return True
+
+    def idempotency_release(self, record: IdempotencyRecord) -> None:
+        with self._lock:
+            held = self.idempotency.get((record.ref, record.scope, record.key))
+            if held is not None and held.status == "in_progress" and held.caller == record.caller:
+                del self.idempotency[(record.ref, record.scope, record.key)]

@@ -1,0 +1,52 @@
+"""Reviews and approvals (DOMAIN.md rules 11 to 15)."""
+
+
+from .models import Actor, ProjectConfig
+from .state import CandidateState
+
+
+def reviewer_refusal(actor: Actor) -> str | None:
+    """Kind before role: an agent, then a ci principal, then a human without the reviewer role."""
+    if actor.kind == "agent":
+        return "AGENT_CANNOT_REVIEW"
+    if actor.kind == "ci":
+        return "REVIEWER_NOT_HUMAN"
+    if "reviewer" not in actor.roles:
+        return "FORBIDDEN_ROLE"
+    return None
+
+
+def excluded_approvers(state: CandidateState, digest: str | None) -> set[str]:
+    """Nobody who created the candidate or authored a plan version up to the digest, nor their sponsors."""
+    people = [state.candidate["created_by"], *state.plan_authors(digest)]
+    excluded = set()
+    for person in people:
+        excluded.add(person["id"])
+        if person.get("sponsor"):
+            excluded.add(person["sponsor"])
+    return excluded
+
+
+def approval_status(state: CandidateState, config: ProjectConfig, at: str) -> tuple[str | None, str | None]:
+    """(the finding code that blocks approval, or None; the instant the approval stops being valid)."""
+    digest = state.plan_digest
+    if digest is None:
+        return "PLAN_MISSING", None
+    current = [r for r in state.reviews if r["plan_digest"] == digest]
+    if any(r["decision"] == "reject" for r in current):
+        return "REVIEW_REJECTED", None
+    approvals = [r for r in current if r["decision"] == "approve"]
+    newest_expiry: dict[str, str] = {}
+    for review in approvals:
+        reviewer = review["reviewer"]["id"]
+        newest_expiry[reviewer] = max(newest_expiry.get(reviewer, ""), review["expires_at"])
+    # Exactly at expiry an approval is expired.
+    valid = sorted((e for e in newest_expiry.values() if at < e), reverse=True)
+    if len(valid) >= config.approvals_required:
+        return None, valid[config.approvals_required - 1]
+    if len(newest_expiry) > len(valid):
+        return "REVIEW_EXPIRED", None
+    if any(r["decision"] == "approve" and r["plan_digest"] != digest for r in state.reviews):
+        return "REVIEW_STALE", None
+    return "REVIEW_MISSING", None
+

@@ -1,0 +1,160 @@
+"""Project and candidate state, folded from their facts (the stored payloads of audit events).
+
+Facts are append-only; the state at an instant is the fold of the facts recorded at or before it."""
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .audit import fact_digest
+from .models import Policy, ProjectConfig
+
+
+def parse_facts(facts: dict[int, str]) -> list[dict[str, Any]]:
+    """Facts in chain order, each with its chain position and the digest of its stored text."""
+    out = []
+    for seq in sorted(facts):
+        fact = json.loads(facts[seq])
+        fact["_seq"] = seq
+        fact["_digest"] = fact_digest(facts[seq])
+        out.append(fact)
+    return out
+
+
+def public(fact: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fact.items() if not k.startswith("_")}
+
+
+def _visible(fact: dict[str, Any], as_of: str | None) -> bool:
+    return as_of is None or fact["recorded_at"] <= as_of
+
+
+@dataclass
+class ProjectState:
+    project: str
+    facts: list[dict[str, Any]]
+
+    @classmethod
+    def from_facts(cls, project: str, facts: dict[int, str]) -> "ProjectState":
+        return cls(project, parse_facts(facts))
+
+    def visible(self, as_of: str | None) -> list[dict[str, Any]]:
+        return [f for f in self.facts if _visible(f, as_of)]
+
+    def config_entry(self, as_of: str | None = None) -> dict[str, Any] | None:
+        entries = [f for f in self.visible(as_of) if f["type"] == "config.set"]
+        return entries[-1] if entries else None
+
+    def config(self, as_of: str | None = None) -> ProjectConfig | None:
+        entry = self.config_entry(as_of)
+        return ProjectConfig.model_validate(entry["config"]) if entry else None
+
+    def config_version(self, as_of: str | None = None) -> int:
+        entry = self.config_entry(as_of)
+        return int(entry["version"]) if entry else 0
+
+    def policy_versions(self, policy_id: str, as_of: str | None = None) -> list[dict[str, Any]]:
+        return [f for f in self.visible(as_of) if f["type"] == "policy.set" and f["policy_id"] == policy_id]
+
+    def policy(self, policy_id: str, as_of: str | None = None, version: int | None = None
+               ) -> tuple[int, Policy] | None:
+        versions = self.policy_versions(policy_id, as_of)
+        if version is not None:
+            versions = [v for v in versions if v["version"] == version]
+        if not versions:
+            return None
+        entry = versions[-1]
+        return int(entry["version"]), Policy.model_validate(entry["policy"])
+
+    def policies(self, as_of: str | None = None) -> dict[str, tuple[int, Policy]]:
+        out: dict[str, tuple[int, Policy]] = {}
+        for f in self.visible(as_of):
+            if f["type"] == "policy.set":
+                out[f["policy_id"]] = (int(f["version"]), Policy.model_validate(f["policy"]))
+        return out
+
+    def compromised_since(self, principal_id: str, as_of: str | None = None) -> str | None:
+        for f in self.visible(as_of):
+            if f["type"] == "principal.revoked" and f["principal_id"] == principal_id and f.get("compromised"):
+                return str(f["recorded_at"])
+        return None
+
+
+@dataclass
+class CandidateState:
+    candidate: dict[str, Any]
+    obligations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    attested: bool = False
+    contexts: list[dict[str, Any]] = field(default_factory=list)
+    plans: list[dict[str, Any]] = field(default_factory=list)
+    reviews: list[dict[str, Any]] = field(default_factory=list)
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    settlements: list[dict[str, Any]] = field(default_factory=list)
+    executions: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    considered: list[str] = field(default_factory=list)  # digests of the facts a decision considers
+
+    @classmethod
+    def from_facts(cls, facts: list[dict[str, Any]], as_of: str | None = None) -> "CandidateState":
+        visible = [f for f in facts if _visible(f, as_of)]
+        if not visible or visible[0]["type"] != "candidate.created":
+            raise LookupError("no candidate.created fact")
+        state = cls(candidate=visible[0])
+        for fact in visible:
+            kind = fact["type"]
+            if kind in ("candidate.created", "change_context.added"):
+                state.contexts.append(fact)
+                state.attested = state.attested or bool(fact["attested"])
+                for obligation in fact["obligations_added"]:
+                    state.obligations.setdefault(obligation["obligation_id"], obligation)
+            elif kind == "plan.stored":
+                state.plans.append(fact)
+            elif kind == "review.recorded":
+                state.reviews.append(fact)
+            elif kind == "evidence.recorded":
+                state.evidence.append(fact)
+            elif kind == "task.reported":
+                state.reports.append(fact)
+            elif kind == "task.settled":
+                state.settlements.append(fact)
+            elif kind == "action.executed":
+                state.executions.append(fact)
+            elif kind == "decision.recorded":
+                state.decisions.append(fact)
+                continue
+            state.considered.append(fact["_digest"])
+        return state
+
+    @property
+    def candidate_id(self) -> str:
+        return str(self.candidate["candidate_id"])
+
+    @property
+    def plan(self) -> dict[str, Any] | None:
+        return self.plans[-1] if self.plans else None
+
+    @property
+    def plan_digest(self) -> str | None:
+        return self.plans[-1]["plan_digest"] if self.plans else None
+
+    def scope(self) -> list[str]:
+        return sorted({o["scope"] for o in self.obligations.values()})
+
+    def reports_for(self, digest: str, task_id: str) -> list[dict[str, Any]]:
+        return [r for r in self.reports if r["plan_digest"] == digest and r["task_id"] == task_id]
+
+    def task_passes(self, digest: str, task_id: str) -> bool:
+        reports = self.reports_for(digest, task_id)
+        return bool(reports) and bool(reports[-1]["passes"])
+
+    def task_settled(self, digest: str, task_id: str) -> bool:
+        return any(s["plan_digest"] == digest and s["task_id"] == task_id for s in self.settlements)
+
+    def plan_authors(self, up_to_digest: str | None) -> list[dict[str, Any]]:
+        authors = []
+        for plan in self.plans:
+            authors.append(plan["author"])
+            if plan["plan_digest"] == up_to_digest:
+                break
+        return authors
