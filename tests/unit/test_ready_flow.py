@@ -1,6 +1,5 @@
 """The end-to-end ready flow of API.md, through the use cases on the in-memory store."""
 
-from world import CI, PROJECT, REQUESTER, REV, REVIEWER, World
 from sentinel.models import (
     ChangeContextRequest,
     EvidenceRequest,
@@ -9,6 +8,7 @@ from sentinel.models import (
     ReviewRequest,
 )
 from sentinel.ports import StreamRef
+from world import CI, PROJECT, REQUESTER, REV, REVIEWER, World
 
 JUNIT_PASS = ('<testsuite name="s"><testcase classname="a" name="t1"/><testcase classname="a" name="t2"/>'
               '</testsuite>')
