@@ -1,6 +1,7 @@
 """Fixtures every layer shares."""
 
 import pytest
+
 from world import World
 
 

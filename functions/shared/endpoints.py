@@ -5,6 +5,7 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+
 from sentinel.errors import StoreUnavailable
 from sentinel.models import (
     CandidateRequest,

@@ -4,6 +4,7 @@ import json
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
+
 from sentinel.errors import Refusal
 
 PROBLEM_TYPE = "https://sentinel.dev/problems/"

@@ -10,6 +10,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+
 from sentinel.errors import Refusal, StoreUnavailable
 
 from . import endpoints as ep

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from sentinel.junit import JUnitSummary, MalformedJUnit, parse_junit
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"

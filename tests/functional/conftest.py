@@ -4,10 +4,10 @@ import json
 from typing import Any
 
 import pytest
-from world import ADMIN, AUDITOR, CI, OUTSIDER, REQUESTER, REVIEWER, REVIEWER_2, UNTRUSTED_CI, World
 
 from functions.shared import bootstrap
 from local.gateway import LocalGateway
+from world import ADMIN, AUDITOR, CI, OUTSIDER, REQUESTER, REVIEWER, REVIEWER_2, UNTRUSTED_CI, World
 
 ACTORS = {"admin": ADMIN, "requester": REQUESTER, "reviewer": REVIEWER, "reviewer2": REVIEWER_2, "ci": CI,
           "untrusted-ci": UNTRUSTED_CI, "auditor": AUDITOR, "outsider": OUTSIDER}

@@ -6,6 +6,7 @@ import dataclasses
 import time
 
 import pytest
+
 from sentinel.junit import MAX_DEPTH, JUnitSummary, MalformedJUnit, parse_junit
 
 
