@@ -135,6 +135,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     bootstrap.use_gate(rt.gate)
     authorizer.set_directory_for_tests(rt.directory, rt.token_key())
     log = EventLog(Path(args.event_log) if args.event_log else None)
+    rt.gate.checkpoints = log
     relay = OutboxRelay(rt.store, log)
     relay.start()
     server = make_server(LocalGateway(), args.host, args.port)

@@ -28,6 +28,10 @@ class EventLog:
                      and e["detail"]["project"] == project and e["detail"]["candidate_id"] == candidate_id]
         return found[-1]["detail"] if found else None
 
+    def newest(self, ref: Any) -> dict[str, Any] | None:
+        """The Checkpoints port of the core, over this log."""
+        return self.newest_checkpoint(ref.project, ref.candidate_id)
+
 
 class OutboxRelay:
     def __init__(self, store: Any, log: EventLog, interval: float = 0.2) -> None:

@@ -47,8 +47,8 @@ OUTSIDER = actor("eve", "human")
 class World:
     """A project with two policies and a config, ready for candidates."""
 
-    def __init__(self, config: dict | None = None) -> None:
-        self.store = MemoryStore()
+    def __init__(self, config: dict | None = None, store=None) -> None:
+        self.store = store if store is not None else MemoryStore()
         self.clock = FixedClock(START)
         self.ids = SequentialIds()
         self.gate = Gate(self.store, self.clock, self.ids)

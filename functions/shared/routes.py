@@ -122,6 +122,13 @@ def build_resolver(function: str | None) -> APIGatewayHttpResolver:
     @app.exception_handler(RequestValidationError)
     def invalid(error: RequestValidationError) -> Response:
         findings = _validation_findings(error)
+        event = app.current_event
+        if event.http_method == "PUT" and event.path.endswith("/plan"):
+            # Preflight's first stage: a plan that is not a JSON object is a schema finding, nothing stored.
+            for f in findings:
+                f["code"] = "PLAN_SCHEMA_INVALID"
+            return _problem(422, "PLAN_PREFLIGHT_FAILED", "The plan failed preflight",
+                            "the plan is not a JSON object; nothing was stored", findings)
         return _problem(422, "VALIDATION_FAILED", "The request is not valid",
                         "; ".join(f["detail"] for f in findings[:5]), findings)
 

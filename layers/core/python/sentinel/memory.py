@@ -66,7 +66,8 @@ class MemoryStore:
                     raise ClaimTaken(taken["candidate_id"])
             if a.idempotency is not None:
                 held = self.idempotency.get((a.idempotency.ref, a.idempotency.scope, a.idempotency.key))
-                if held is None or held.status != "in_progress" or held.caller != a.idempotency.caller:
+                if held is None or held.status != "in_progress" or held.caller != a.idempotency.caller \
+                        or held.claimed_at != a.idempotency.claimed_at:
                     raise StoreConflict()
             stream = copy.deepcopy(current) if current else Stream(a.ref, [], {}, None)
             stream.events.append(dict(a.event))
@@ -111,5 +112,6 @@ class MemoryStore:
     def idempotency_release(self, record: IdempotencyRecord) -> None:
         with self._lock:
             held = self.idempotency.get((record.ref, record.scope, record.key))
-            if held is not None and held.status == "in_progress" and held.caller == record.caller:
+            if held is not None and held.status == "in_progress" and held.caller == record.caller \
+                    and held.claimed_at == record.claimed_at:
                 del self.idempotency[(record.ref, record.scope, record.key)]

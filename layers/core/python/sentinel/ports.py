@@ -103,3 +103,9 @@ class Proposer(Protocol):
     model_id: str
 
     def propose(self, request: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class Checkpoints(Protocol):
+    """The event archive's newest checkpoint of a chain ({seq, hash}), or None when it holds none."""
+
+    def newest(self, ref: StreamRef) -> dict[str, Any] | None: ...

@@ -27,7 +27,18 @@ from .models import (
     SettlementRequest,
 )
 from .plans import fallback_plan, plan_digest, preflight
-from .ports import Append, ClaimTaken, Clock, IdempotencyRecord, Ids, Proposer, StateStore, Stream, StreamRef
+from .ports import (
+    Append,
+    Checkpoints,
+    ClaimTaken,
+    Clock,
+    IdempotencyRecord,
+    Ids,
+    Proposer,
+    StateStore,
+    Stream,
+    StreamRef,
+)
 from .reports import ReportWriter, find_task
 from .reviews import approval_status, excluded_approvers, reviewer_refusal
 from .state import CandidateState, ProjectState, parse_facts, public
@@ -89,11 +100,24 @@ def _unavailable(detail: str) -> Refusal:
 class Gate:
     """The application service: one method per route (and the operator's project-chain writes)."""
 
-    def __init__(self, store: StateStore, clock: Clock, ids: Ids, proposer: Proposer | None = None) -> None:
+    def __init__(self, store: StateStore, clock: Clock, ids: Ids, proposer: Proposer | None = None,
+                 checkpoints: Checkpoints | None = None) -> None:
         self.store = store
         self.clock = clock
         self.ids = ids
         self.proposer = proposer
+        self.checkpoints = checkpoints
+
+    def verify(self, stream: Stream) -> audit.Verification:
+        """The whole chain, its facts and head, and (where the archive is reachable) its newest checkpoint."""
+        checkpoint = None
+        if self.checkpoints is not None:
+            try:
+                checkpoint = self.checkpoints.newest(stream.ref)
+            except Exception:  # an unreachable archive leaves the chain's own checks standing
+                checkpoint = None
+        return audit.AuditChain.verify(stream.ref.project, stream.ref.candidate_id, stream.events, stream.facts,
+                                       stream.head, checkpoint)
 
     # ---- plumbing -------------------------------------------------------------------------------------
 
@@ -118,6 +142,8 @@ class Gate:
         stream = self._load(StreamRef(project))
         if stream is None or not stream.facts:
             raise Refusal("NOT_FOUND", "no such project")
+        if not stream.complete:
+            raise _unavailable("the project's chain is larger than one read may page through; nothing was changed")
         return stream, ProjectState.from_facts(project, stream.facts)
 
     def candidate(self, project: str, candidate_id: str, as_of: str | None = None
@@ -125,6 +151,8 @@ class Gate:
         stream = self._load(StreamRef(project, candidate_id))
         if stream is None or not stream.facts:
             raise Refusal("NOT_FOUND", "no such candidate")
+        if not stream.complete:
+            raise _unavailable("the candidate's chain is larger than one read may page through; nothing was changed")
         return stream, CandidateState.from_facts(parse_facts(stream.facts), as_of)
 
     def config(self, project_state: ProjectState, as_of: str | None = None) -> ProjectConfig:
@@ -303,8 +331,7 @@ class Gate:
         if stream is None or not stream.facts:
             raise Refusal("NOT_FOUND", "no such " + ("project" if ref.candidate_id is None else "candidate"))
         after = decode_cursor(cursor)
-        verification = audit.AuditChain.verify(ref.project, ref.candidate_id, stream.events, stream.facts,
-                                               stream.head)
+        verification = self.verify(stream)
         page = [e for e in stream.events if e["seq"] > after][:limit]
         more = bool(page) and page[-1]["seq"] < len(stream.events)
         return Result(200, {"events": page, "next_cursor": encode_cursor(page[-1]["seq"]) if more else None,
@@ -654,8 +681,13 @@ class Gate:
     # ---- decisions -----------------------------------------------------------------------------------
 
     def evaluate(self, project: str, candidate_id: str, actor: Actor, as_of: str | None = None) -> Decision:
+        return self._evaluate(project, candidate_id, actor, as_of)[0]
+
+    def _evaluate(self, project: str, candidate_id: str, actor: Actor, as_of: str | None
+                  ) -> tuple[Decision, Stream]:
         """Never raises once the caller's role and the candidate are established: anything the gate
-        cannot establish is a finding, and the decision holds."""
+        cannot establish is a finding, and the decision holds. One read of the candidate's partition and
+        one of the project's feed it."""
         self.need(actor)
         stream = self._load(StreamRef(project, candidate_id))
         if stream is None or not stream.facts:
@@ -665,7 +697,7 @@ class Gate:
         if not stream.complete:
             extra.append(finding("EVIDENCE_QUERY_INCOMPLETE", f"the candidate's state took more than "
                                  f"{stream.pages} pages to read; nothing unread may count"))
-        verification = audit.AuditChain.verify(project, candidate_id, stream.events, stream.facts, stream.head)
+        verification = self.verify(stream)
         if not verification.valid:
             extra.append(finding("STATE_TAMPERED", f"the candidate's audit chain fails at seq "
                                  f"{verification.first_bad_seq}: {verification.reason}"))
@@ -678,16 +710,19 @@ class Gate:
             pstate = ProjectState(project, [])
         else:
             pstate = ProjectState.from_facts(project, pstream.facts)
-            project_check = audit.AuditChain.verify(project, None, pstream.events, pstream.facts, pstream.head)
+            if not pstream.complete:
+                extra.append(finding("EVIDENCE_QUERY_INCOMPLETE", "the project's configuration and policies took "
+                                     "more pages to read than the budget allows; nothing unread may count"))
+            project_check = self.verify(pstream)
             if not project_check.valid:
                 extra.append(finding("STATE_TAMPERED", f"the project's audit chain fails at seq "
                                      f"{project_check.first_bad_seq}: {project_check.reason}"))
         try:
             state = CandidateState.from_facts(parse_facts(stream.facts), when)
-            return decide(state, pstate, when, extra)
+            return decide(state, pstate, when, extra), stream
         except Exception as error:  # an unreadable fact is tampering or corruption; never a pass
             extra.append(finding("STATE_TAMPERED", f"a stored fact cannot be read: {type(error).__name__}"))
-            return Decision("hold", sort_findings(extra), None, "", when, digest(extra))
+            return Decision("hold", sort_findings(extra), None, "", when, digest(extra)), stream
 
     def decision(self, project: str, candidate_id: str, actor: Actor, as_of: str | None) -> Result:
         if as_of is not None:
@@ -703,9 +738,9 @@ class Gate:
         ref = StreamRef(project, candidate_id)
 
         def run(idem: IdempotencyRecord | None) -> Result:
-            verdict = self.evaluate(project, candidate_id, actor)
-            stream = self._load(ref)
-            assert stream is not None
+            verdict, stream = self._evaluate(project, candidate_id, actor, None)
+            if not stream.complete:
+                raise _unavailable("the candidate's chain is larger than one read may page through")
             fact = {"type": "decision.recorded", **verdict.as_dict(), "actor": actor.fact(),
                     "recorded_at": verdict.as_of}
             if stream.seq and stream.events and stream.events[-1]["at"] > verdict.as_of:
