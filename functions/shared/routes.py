@@ -1,6 +1,7 @@
 """The one route table: every route, the roles it admits, the function that serves it. The resolvers of
 every function and the OpenAPI document are built from it."""
 
+import base64
 import json
 import re
 from collections.abc import Callable
@@ -9,7 +10,10 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
 
 from sentinel.errors import Refusal, StoreUnavailable
 
@@ -132,6 +136,11 @@ def build_resolver(function: str | None) -> APIGatewayHttpResolver:
         return _problem(422, "VALIDATION_FAILED", "The request is not valid",
                         "; ".join(f["detail"] for f in findings[:5]), findings)
 
+    @app.exception_handler(RequestUnsupportedContentType)
+    def unsupported(_error: RequestUnsupportedContentType) -> Response:
+        return _problem(415, "VALIDATION_FAILED", "The request is not valid",
+                        "send the body as application/json")
+
     @app.exception_handler(StoreUnavailable)
     def unavailable(_error: StoreUnavailable) -> Response:
         response = _problem(503, "STATE_UNAVAILABLE", "The state store cannot be read or written right now",
@@ -152,6 +161,13 @@ def build_resolver(function: str | None) -> APIGatewayHttpResolver:
     return app
 
 
+def _decoded_size(body: str) -> int:
+    try:
+        return len(base64.b64decode(body, validate=True))
+    except ValueError:
+        return len(body)  # not base64 after all: judge the text as sent
+
+
 def lambda_handler(function: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """The Lambda entry point of one function: the body limit, then the resolver."""
     app = build_resolver(function)
@@ -160,7 +176,7 @@ def lambda_handler(function: str) -> Callable[[dict[str, Any], Any], dict[str, A
         body = event.get("body") or ""
         route = route_for(event.get("requestContext", {}).get("http", {}).get("method", ""),
                           event.get("rawPath", ""))
-        size = len(body) * 3 // 4 if event.get("isBase64Encoded") else len(body.encode("utf-8"))
+        size = _decoded_size(body) if event.get("isBase64Encoded") else len(body.encode("utf-8"))
         if route is not None and size > route.body_limit:
             body = problem_body("PAYLOAD_TOO_LARGE", 413, "The body is too large",
                                 f"this route accepts at most {route.body_limit} bytes")

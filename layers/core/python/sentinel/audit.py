@@ -10,9 +10,12 @@ def genesis_hash(project: str, candidate_id: str | None) -> str:
     return digest({"project": project, "candidate_id": candidate_id})
 
 
+HASHED_FIELDS = ("project", "candidate_id", "seq", "type", "actor", "at", "payload_digest", "prev_hash")
+EVENT_FIELDS = frozenset((*HASHED_FIELDS, "hash"))
+
+
 def event_hash(event: dict[str, Any]) -> str:
-    return digest({k: event[k] for k in ("project", "candidate_id", "seq", "type", "actor", "at",
-                                         "payload_digest", "prev_hash")})
+    return digest({k: event[k] for k in HASHED_FIELDS})
 
 
 def fact_digest(fact_text: str) -> str:
@@ -68,6 +71,8 @@ class AuditChain:
                 return bad(f"expected seq {expected_seq}, found {seq}: an event was removed, inserted or reordered")
             if event.get("project") != project or event.get("candidate_id") != candidate_id:
                 return bad("event belongs to another chain")
+            if set(event) != EVENT_FIELDS:
+                return bad("the event carries fields outside its hash")
             if event.get("prev_hash") != prev:
                 return bad("prev_hash does not match the previous event")
             if event_hash(event) != event.get("hash"):

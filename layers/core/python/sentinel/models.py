@@ -37,7 +37,8 @@ Digest = Annotated[str, StringConstraints(pattern=DIGEST)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a JSON string is never coerced into a number or a boolean ("0" is not an exit code).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class Actor(Strict):
@@ -172,7 +173,7 @@ class EvidenceRequest(Strict):
     revision: str
     environment: Ident
     scope: list[Path] = Field(max_length=2000)
-    observed_at: AwareDatetime
+    observed_at: Annotated[AwareDatetime, Field(strict=False)]  # RFC 3339 text in JSON
     source: Source
     junit_xml: str | None = None
     result: ExitResult | None = None

@@ -97,10 +97,11 @@ class CandidateState:
 
     @classmethod
     def from_facts(cls, facts: list[dict[str, Any]], as_of: str | None = None) -> "CandidateState":
-        visible = [f for f in facts if _visible(f, as_of)]
-        if not visible or visible[0]["type"] != "candidate.created":
+        if not facts or facts[0]["type"] != "candidate.created":
             raise LookupError("no candidate.created fact")
-        state = cls(candidate=visible[0])
+        # Before the candidate existed nothing about it is proved: its identity, and no other fact.
+        state = cls(candidate=facts[0])
+        visible = [f for f in facts if _visible(f, as_of)]
         for fact in visible:
             kind = fact["type"]
             if kind in ("candidate.created", "change_context.added"):

@@ -736,6 +736,10 @@ class Gate:
     def record_decision(self, project: str, candidate_id: str, actor: Actor, key: str | None) -> Result:
         self.need(actor)
         ref = StreamRef(project, candidate_id)
+        # Until the candidate is established a store failure is a 503, not a decision.
+        established = self._load(ref)
+        if established is None or not established.facts:
+            raise Refusal("NOT_FOUND", "no such candidate")
 
         def run(idem: IdempotencyRecord | None) -> Result:
             verdict, stream = self._evaluate(project, candidate_id, actor, None)
