@@ -1,9 +1,12 @@
 # The verbs. Every target sets up what it needs: a fresh clone runs `make demo` or `make test` directly.
+# Each concern keeps its own verbs in mk/<concern>.mk (infrastructure, acceptance, bench, evaluation).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export CDK_DISABLE_CLI_TELEMETRY := true
+export CDK_DISABLE_VERSION_CHECK := 1
 
 .PHONY: setup dev demo test lint unit clean
 
@@ -33,3 +36,5 @@ unit: setup
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+-include mk/*.mk

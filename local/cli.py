@@ -120,7 +120,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from functions.shared import bootstrap
 
     from .embedded import EmbeddedStore
-    from .gateway import LocalGateway
+    from .gateway import LocalGateway, TokenBucket
     from .relay import EventLog, OutboxRelay
     from .runtime import connect
     from .seed import seed_demo
@@ -138,7 +138,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     rt.gate.checkpoints = log
     relay = OutboxRelay(rt.store, log)
     relay.start()
-    server = make_server(LocalGateway(), args.host, args.port)
+    throttle = TokenBucket(args.rate, args.burst) if args.rate > 0 else None
+    server = make_server(LocalGateway(throttle=throttle), args.host, args.port)
     host, port = server.server_address[:2]
     banner: dict[str, Any] = {"url": f"http://{host}:{port}", "dynamodb_endpoint": endpoint,
                               "store": "embedded" if embedded else "external", "event_log": args.event_log}
@@ -172,6 +173,9 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--dynamodb-endpoint", help="use this store instead of the embedded one")
     serve.add_argument("--seed", action="store_true", help="create the demo project and one principal per role")
     serve.add_argument("--event-log", help="append relayed outbox events and checkpoints to this JSON-lines file")
+    serve.add_argument("--rate", type=float, default=100.0,
+                       help="stage throttle per caller, requests a second (0 turns it off)")
+    serve.add_argument("--burst", type=int, default=200, help="stage throttle burst per caller")
     serve.set_defaults(run=cmd_serve)
 
     projects = sub.add_parser("projects", help="manage projects").add_subparsers(dest="action", required=True)
