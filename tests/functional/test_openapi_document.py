@@ -1,0 +1,28 @@
+"""The OpenAPI document comes from the one route table and matches what the service serves."""
+
+from functions.shared.routes import ROUTES, openapi_document
+
+
+def test_every_route_is_documented_and_nothing_else() -> None:
+    doc = openapi_document()
+    documented = {(method.upper(), path) for path, ops in doc["paths"].items() for method in ops}
+    assert documented == {(r.method, r.path) for r in ROUTES}
+
+
+def test_only_health_and_the_document_itself_are_anonymous() -> None:
+    doc = openapi_document()
+    anonymous = sorted(path for path, ops in doc["paths"].items() for op in ops.values() if op["security"] == [])
+    assert anonymous == ["/v1/health", "/v1/openapi.json"]
+
+
+def test_refusals_are_documented_as_problem_documents() -> None:
+    doc = openapi_document()
+    review = doc["paths"]["/v1/projects/{project}/candidates/{candidate_id}/reviews"]["post"]["responses"]
+    assert review["422"]["content"]["application/problem+json"]["schema"] == {"$ref": "#/components/schemas/Problem"}
+    assert {"401", "403", "404", "409", "413", "429", "503", "201"} <= set(review)
+    assert "HTTPValidationError" not in doc["components"]["schemas"]
+
+
+def test_the_served_document_is_the_generated_one(api) -> None:
+    status, _h, served = api.call("GET", "/v1/openapi.json", as_=None)
+    assert status == 200 and served == openapi_document()
