@@ -21,6 +21,7 @@ from sentinel.models import (
 from sentinel.ports import StreamRef
 from sentinel.usecases import Result
 
+from . import decision_metrics
 from .bootstrap import gate, settings
 from .request import current
 
@@ -154,8 +155,13 @@ def report(project: str, candidate_id: str, task_id: str, body: Annotated[Report
 
 
 def get_decision(project: str, candidate_id: str, as_of: Annotated[str | None, Query()] = None):
-    return respond(gate().decision(project, candidate_id, current().actor(project), as_of))
+    result = gate().decision(project, candidate_id, current().actor(project), as_of)
+    decision_metrics.emit(result.body, False, settings().runtime)
+    return respond(result)
 
 
 def record_decision(project: str, candidate_id: str):
-    return respond(gate().record_decision(project, candidate_id, current().actor(project), _idem()))
+    result = gate().record_decision(project, candidate_id, current().actor(project), _idem())
+    if not result.replayed:
+        decision_metrics.emit(result.body, result.status == 201, settings().runtime)
+    return respond(result)
