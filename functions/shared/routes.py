@@ -49,7 +49,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/openapi.json", "health", "anonymous", "This OpenAPI document", lambda: openapi_response(),
           public=True),
     Route("GET", "/v1/whoami", "gating", "any", "The caller's identity and roles", ep.whoami),
-    Route("PUT", P + "/config", "gating", "admin", "Set the project configuration", ep.put_config),
+    Route("PUT", P + "/config", "gating", "admin", "Set the project configuration (a new version)", ep.put_config,
+          201),
     Route("GET", P + "/config", "gating", "any", "Read the project configuration", ep.get_config),
     Route("PUT", P + "/policies/{policy_id}", "gating", "admin", "Create or amend a policy", ep.put_policy, 201),
     Route("GET", P + "/policies", "gating", "any", "List policies", ep.list_policies),
@@ -249,8 +250,6 @@ def _document(doc: dict[str, Any]) -> dict[str, Any]:
         operation = doc["paths"][route.path][route.method.lower()]
         success = {"description": route.summary, "content": {"application/json": {"schema": {"type": "object"}}}}
         responses: dict[str, Any] = {str(route.status): success}
-        if route.path.endswith("/config") and route.method == "PUT":
-            responses["200"] = success  # a replacement answers 200
         if route.path.endswith("/decisions"):
             responses["200"] = dict(success, description="hold with STATE_UNAVAILABLE: nothing was recorded")
         for status in _statuses(route):

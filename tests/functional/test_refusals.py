@@ -510,7 +510,7 @@ def test_config_replacement_without_if_match_is_428_and_stale_is_412(api) -> Non
     # And once replaced, the old ETag is stale: 412
     status, new_headers, _b = api.call("PUT", P + "/config", as_="admin", body=CONFIG,
                                        headers={"if-match": headers["etag"]})
-    assert status == 200 and new_headers["etag"] != headers["etag"]
+    assert status == 201 and new_headers["etag"] != headers["etag"]
     refused(api, 412, "VERSION_CONFLICT", "PUT", P + "/config", as_="admin", body=CONFIG,
             headers={"if-match": headers["etag"]})
 
@@ -575,7 +575,7 @@ def test_execution_of_a_type_no_longer_allowed_is_action_not_allowed(api) -> Non
     _s, headers, _b = api.call("GET", P + "/config", as_="admin")
     config = dict(copy.deepcopy(CONFIG), allowed_action_types=["notify"])
     status, _h, body = api.call("PUT", P + "/config", as_="admin", body=config, headers={"if-match": headers["etag"]})
-    assert status == 200, body
+    assert status == 201, body
     # When the requester executes it / Then 403 ACTION_NOT_ALLOWED, no outbox item
     _refused_execution(api, r, 403, "ACTION_NOT_ALLOWED")
     assert api.world.store.outbox == []

@@ -282,7 +282,7 @@ class Gate:
                     "actor": actor.fact(), "recorded_at": self.now()}
             result = self.commit(stream, StreamRef(project), "config.set", actor.id, fact,
                                  lambda seq: {"version": version + 1, "config": fact["config"], "seq": seq},
-                                 status=200 if version else 201)
+                                 status=201)
             result.headers["ETag"] = f'"{version + 1}"'
             return result
         return self.retrying(attempt)
