@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from functions.shared.bootstrap import build_proposer
 from functions.shared.dynamodb_store import DynamoStateStore
 from functions.shared.principals import PrincipalAdmin, PrincipalDirectory
 from functions.shared.settings import Settings
@@ -63,6 +64,7 @@ def connect(endpoint: str | None, lock: "threading.Lock | None" = None) -> Runti
     if settings.dynamodb_endpoint:
         ensure_tables(client, settings.state_table, settings.principals_table)
     store = DynamoStateStore(client, settings.state_table)
-    return Runtime(settings, client, Gate(store, SystemClock(), RandomIds()), store,
+    gate = Gate(store, SystemClock(), RandomIds(), proposer=build_proposer(settings))
+    return Runtime(settings, client, gate, store,
                    PrincipalAdmin(client, settings.principals_table),
                    PrincipalDirectory(client, settings.principals_table))

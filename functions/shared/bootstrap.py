@@ -1,10 +1,14 @@
 """The composition root: builds the gate once per cold start, lazily, so importing a handler builds no client."""
 
+import os
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from sentinel.ports import Proposer
 from sentinel.usecases import Gate
 
+from .proposers import BedrockProposer, ModelLimits, NoModel, OpenAICompatibleProposer, bedrock_runtime_client
 from .settings import Settings
 
 _override: Gate | None = None
@@ -26,6 +30,27 @@ def dynamodb_client() -> Any:
     return boto3.client("dynamodb", region_name=s.region, endpoint_url=s.dynamodb_endpoint, config=config)
 
 
+def build_proposer(s: Settings, environ: Mapping[str, str] | None = None) -> Proposer:
+    """The model adapter the settings name. An incomplete configuration is no model at all: proposals then
+    fall back with MODEL_NOT_CONFIGURED rather than fail. No client is built here, only on first use."""
+    limits = ModelLimits.from_settings(s)
+    if s.model_provider == "bedrock" and s.model_id:
+        region = s.model_region or s.region
+        return BedrockProposer(s.model_id, lambda: bedrock_runtime_client(region, limits, s.model_endpoint_url),
+                               limits)
+    if s.model_provider == "openai" and s.model_id and s.model_endpoint_url:
+        env = os.environ if environ is None else environ
+        # Read at call time: the key is never held in the settings, so neither repr nor health can show it.
+        return OpenAICompatibleProposer(s.model_id, s.model_endpoint_url, lambda: env.get(s.model_api_key_env),
+                                        limits)
+    return NoModel()
+
+
+@lru_cache(maxsize=1)
+def proposer() -> Proposer:
+    return build_proposer(settings())
+
+
 def gate() -> Gate:
     if _override is not None:
         return _override
@@ -37,7 +62,8 @@ def _built_gate() -> Gate:
     from .dynamodb_store import DynamoStateStore
     from .system_ports import RandomIds, SystemClock
 
-    return Gate(DynamoStateStore(dynamodb_client(), settings().state_table), SystemClock(), RandomIds())
+    return Gate(DynamoStateStore(dynamodb_client(), settings().state_table), SystemClock(), RandomIds(),
+                proposer=proposer())
 
 
 def use_gate(replacement: Gate | None) -> None:

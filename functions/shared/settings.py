@@ -1,7 +1,34 @@
 """Runtime settings of the functions and the local runner, read from the environment once per cold start."""
 
 import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+MODEL_PROVIDERS = ("none", "bedrock", "openai")
+# API Gateway answers at 30 s whatever the function does; the model gets at most this much of it, so the
+# reads and the write around the model call still fit.
+MODEL_BUDGET_CEILING_SECONDS = 25.0
+KEY_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,127}$")
+
+
+def _number(e: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
+    """A bad value keeps the default and every value is clamped: a typo never lifts the time bounds."""
+    try:
+        value = float(e.get(name, default))
+    except ValueError:
+        value = default
+    if value != value:  # NaN
+        value = default
+    return min(max(value, low), high)
+
+
+def _key_name(value: str | None) -> str:
+    # The setting names the variable that holds the key, never the key. AWS_* names are refused so a
+    # misconfiguration cannot send the function's own credentials to a model endpoint.
+    if not value or not KEY_NAME.match(value) or value.startswith("AWS_"):
+        return "SENTINEL_MODEL_API_KEY"
+    return value
 
 
 @dataclass(frozen=True)
@@ -18,10 +45,23 @@ class Settings:
     package_digest: str
     service: str = "sentinel"
     version: str = "0.1.0"
+    # Model proposals (docs/proposals.md). Every attempt is bounded by the connect and read timeouts, and
+    # retries start only while a whole further attempt still fits in the budget.
+    model_region: str | None = None  # Bedrock's region when it differs from the function's
+    model_endpoint_url: str | None = None  # the OpenAI-compatible base URL; for Bedrock, an optional override
+    model_api_key_env: str = "SENTINEL_MODEL_API_KEY"  # the NAME of the variable holding the OpenAI-style key
+    model_connect_timeout_seconds: float = 2.0
+    model_read_timeout_seconds: float = 15.0
+    model_max_attempts: int = 2
+    model_budget_seconds: float = 20.0
+    model_max_output_tokens: int = 8192
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
-        e = os.environ if env is None else env
+        e: Mapping[str, str] = os.environ if env is None else env
+        provider = e.get("SENTINEL_MODEL_PROVIDER", "none").strip().lower()
+        budget = _number(e, "SENTINEL_MODEL_BUDGET_SECONDS", 20.0, 1.0, MODEL_BUDGET_CEILING_SECONDS)
+        connect = _number(e, "SENTINEL_MODEL_CONNECT_TIMEOUT_SECONDS", 2.0, 0.1, min(10.0, budget / 2))
         return cls(
             state_table=e.get("SENTINEL_STATE_TABLE", "sentinel-state"),
             principals_table=e.get("SENTINEL_PRINCIPALS_TABLE", "sentinel-principals"),
@@ -30,7 +70,18 @@ class Settings:
             token_key_file=e.get("SENTINEL_TOKEN_KEY_FILE") or None,
             token_key_secret_arn=e.get("SENTINEL_TOKEN_KEY_SECRET_ARN") or None,
             runtime=e.get("SENTINEL_RUNTIME", "aws_lambda" if e.get("AWS_LAMBDA_FUNCTION_NAME") else "local"),
-            model_provider=e.get("SENTINEL_MODEL_PROVIDER", "none"),
-            model_id=e.get("SENTINEL_MODEL_ID", ""),
+            # An unknown provider runs without a model, and the health route says so.
+            model_provider=provider if provider in MODEL_PROVIDERS else "none",
+            model_id=e.get("SENTINEL_MODEL_ID", "").strip(),
             package_digest=e.get("SENTINEL_PACKAGE_DIGEST", "source-tree"),
+            model_region=e.get("SENTINEL_MODEL_REGION") or None,
+            model_endpoint_url=e.get("SENTINEL_MODEL_ENDPOINT_URL") or None,
+            model_api_key_env=_key_name(e.get("SENTINEL_MODEL_API_KEY_ENV")),
+            model_connect_timeout_seconds=connect,
+            # One attempt (connect + read) always fits in the budget.
+            model_read_timeout_seconds=_number(e, "SENTINEL_MODEL_READ_TIMEOUT_SECONDS", 15.0, 0.1,
+                                               budget - connect),
+            model_max_attempts=int(_number(e, "SENTINEL_MODEL_MAX_ATTEMPTS", 2, 1, 3)),
+            model_budget_seconds=budget,
+            model_max_output_tokens=int(_number(e, "SENTINEL_MODEL_MAX_OUTPUT_TOKENS", 8192, 256, 32768)),
         )

@@ -97,9 +97,19 @@ class Ids(Protocol):
 
 
 class Proposer(Protocol):
-    """Drafts a plan; raises to ask for the deterministic fallback. Issue 4 adds model adapters."""
+    """Drafts a work plan with a model (DOMAIN.md rule 23). Adapters live in `functions.shared.proposers`.
 
-    provider: str
+    `request` is `sentinel.proposals.proposal_request(...)`: the candidate's obligations, the project's
+    policies, its allow-listed action types and the changed paths. An adapter shows it to the model only
+    through `sentinel.proposals.model_prompt` (quoted data, never instructions) and returns the model's plan
+    as a JSON object, unjudged: the gate runs scope validation and preflight on it.
+
+    To ask for the deterministic fallback, raise; an exception whose `code` is one of
+    `sentinel.proposals.FALLBACK_REASONS` (`ProposalFailed` carries one) names the failure class, any other
+    is recorded as MODEL_ERROR. An adapter returns or raises within its own time budget, well inside API
+    Gateway's 30 s, and never puts a key in an exception, a log line or its `model_id`."""
+
+    provider: str  # "none", "bedrock", "openai": shown by the health route
     model_id: str
 
     def propose(self, request: dict[str, Any]) -> dict[str, Any]: ...

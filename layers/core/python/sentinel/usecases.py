@@ -492,26 +492,31 @@ class Gate:
                                                       lambda *_: (raw_plan, "submitted", None), None))
 
     def propose(self, project: str, candidate_id: str, actor: Actor, if_match: str | None, key: str | None) -> Result:
+        """Rule 23: the model drafts, preflight and scope judge, and any failure stores the fallback instead."""
+        from . import proposals  # a local import: the module's shared import block stays untouched
+
         self.need(actor, "requester")
+        # The model is asked at most once per request: a lost race re-judges the same answer against the fresh
+        # state rather than spending a second model call (and the gateway's 30 s) on it.
+        asked: list[tuple[Any, str | None]] = []
 
         def draft(state: CandidateState, pstate: ProjectState, config: ProjectConfig
                   ) -> tuple[dict[str, Any], str, str | None]:
             policies = pstate.policies()
-            fallback = fallback_plan({k: v for k, v in state.obligations.items() if v["policy_id"] in policies},
-                                     policies)
-            if self.proposer is None:
+            known = {k: v for k, v in state.obligations.items() if v["policy_id"] in policies}
+            fallback = fallback_plan(known, policies)
+            if not known:  # nothing to plan: the fallback's own preflight refuses it, no model call needed
                 return fallback, "fallback", "MODEL_NOT_CONFIGURED"
-            try:
-                proposal = self.proposer.propose({"obligations": list(state.obligations.values()),
-                                                  "policies": {k: p.model_dump(mode="json")
-                                                               for k, (_v, p) in policies.items()},
-                                                  "allowed_action_types": config.allowed_action_types})
-            except Exception as error:  # every model failure falls back, named by its class
-                return fallback, "fallback", getattr(error, "code", "MODEL_ERROR")
-            _plan, findings = preflight(proposal, state.obligations, policies, config)
-            if findings:
-                return fallback, "fallback", "MODEL_OUTPUT_INVALID"
-            return proposal, "model", None
+            if not asked:
+                asked.append(proposals.ask(self.proposer, proposals.proposal_request(
+                    project, state.candidate, state.contexts, state.obligations, policies, config)))
+            raw, failure = asked[0]
+            if failure is not None:
+                return fallback, "fallback", failure
+            plan, reason, _findings = proposals.judge_proposal(raw, state.obligations, policies, config)
+            if plan is None:
+                return fallback, "fallback", reason
+            return plan, "model", None
 
         return self.idempotent(StreamRef(project, candidate_id), f"/candidates/{candidate_id}/proposals", key,
                                actor, {"if_match": if_match},
