@@ -30,6 +30,7 @@ lint: setup
 
 test: lint
 	$(BIN)/python -m pytest -n 2
+	$(BIN)/sentinel eval
 
 unit: setup
 	$(BIN)/python -m pytest tests/unit

@@ -159,6 +159,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from evaluation.cli import run
+
+    return run(args)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sentinel", description="Sentinel: the local gate and operator commands")
     sub = p.add_subparsers(dest="command", required=True)
@@ -204,6 +210,12 @@ def parser() -> argparse.ArgumentParser:
     for sp in (add, rotate, revoke, listing):
         endpoint(sp)
         sp.set_defaults(run=cmd_principals)
+
+    from evaluation.cli import add_arguments
+
+    evaluate = sub.add_parser("eval", help="replay the scenario catalog twice through the real handlers")
+    add_arguments(evaluate)
+    evaluate.set_defaults(run=cmd_eval)
     return p
 
 

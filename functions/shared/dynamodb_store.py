@@ -269,7 +269,14 @@ class DynamoStateStore:
         if a.claim is not None:
             claim_index = len(items)
             items.append(self._claim_put(a))
-        keys = [(op["Put"]["Item"][PK]["S"], op["Put"]["Item"][SK]["S"]) for op in items]
+        if a.require_project_seq is not None:
+            # The project's configuration (its allow-list) must be the one the write was judged against.
+            items.append({"ConditionCheck": {
+                "TableName": self.table_name,
+                "Key": {PK: {"S": partition(StreamRef(a.ref.project))}, SK: {"S": HEAD_SK}},
+                "ConditionExpression": "#seq = :project_seq", "ExpressionAttributeNames": {"#seq": "seq"},
+                "ExpressionAttributeValues": {":project_seq": {"N": str(a.require_project_seq)}}}})
+        keys = [(op["Put"]["Item"][PK]["S"], op["Put"]["Item"][SK]["S"]) for op in items if "Put" in op]
         if len(set(keys)) != len(keys):
             raise ValueError("the append writes one item twice (a repeated outbox id?)")
         if len(items) > MAX_TRANSACTION_ITEMS:

@@ -69,3 +69,37 @@ def test_ready_flow_reaches_ready_with_a_verified_chain(world: World) -> None:
     audit = gate.audit(StreamRef(PROJECT, cid), REQUESTER, 500, None).body
     assert audit["verification"]["valid"] is True
     assert audit["verification"]["length"] == recorded["seq"] == 9
+
+
+def test_an_allow_list_change_between_check_and_write_refuses_the_execution(world: World) -> None:
+    # Given an approved plan that declares a dispatch_checks action
+    from sentinel.models import ProjectConfig
+    from world import ADMIN, CONFIG
+
+    gate = world.gate
+    cid = world.candidate()["candidate_id"]
+    proposal = gate.propose(PROJECT, cid, REQUESTER, None, None).body
+    plan = dict(proposal["plan"], actions=[{"action_id": "A1", "type": "dispatch_checks",
+                                            "params": {"checks": ["C1"]}}])
+    digest = gate.put_plan(PROJECT, cid, REQUESTER, plan, f'"{proposal["plan_digest"]}"').body["plan_digest"]
+    gate.review(PROJECT, cid, REVIEWER, ReviewRequest(decision="approve", plan_digest=digest, revision=REV), None)
+    # When the admin drops dispatch_checks from the allow-list just before the execution's write lands
+    store_append = world.store.append
+    dropped = []
+
+    def append_after_config_change(a):
+        if not dropped and a.outbox:
+            dropped.append(gate.put_config(PROJECT, ADMIN, ProjectConfig.model_validate(
+                dict(CONFIG, allowed_action_types=["notify"])), '"1"'))
+        return store_append(a)
+
+    world.store.append = append_after_config_change
+    # Then the write's condition on the project chain fails, the re-judged execution is refused
+    import pytest
+    from sentinel.errors import Refusal
+
+    with pytest.raises(Refusal) as refused:
+        gate.execute(PROJECT, cid, "A1", REQUESTER, ExecutionRequest(plan_digest=digest,
+                                                                     params={"checks": ["C1"]}), "key-1")
+    assert refused.value.code == "ACTION_NOT_ALLOWED"
+    assert world.store.outbox == []

@@ -60,6 +60,10 @@ class MemoryStore:
             if a.require_approval_after is not None and not (
                     (head or {}).get("approval_valid_until", "") > a.require_approval_after):
                 raise StoreConflict()
+            if a.require_project_seq is not None:
+                project = self.streams.get(StreamRef(a.ref.project))
+                if (project.seq if project else 0) != a.require_project_seq:
+                    raise StoreConflict()
             if a.claim:
                 taken = self.claims.get(a.ref.project, {}).get(a.claim[0])
                 if taken:

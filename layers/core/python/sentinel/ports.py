@@ -61,6 +61,8 @@ class Append:
     claim: tuple[str, str] | None = None  # (uniqueness key, candidate id) for a new candidate
     require_plan_digest: str | None = None  # re-checked in the transaction's condition
     require_approval_after: str | None = None  # the approval must still be valid at this instant
+    # The project chain must still be at this seq: configuration (the allow-list) unchanged since the check.
+    require_project_seq: int | None = None
 
 
 class ClaimTaken(Exception):

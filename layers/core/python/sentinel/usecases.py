@@ -165,7 +165,7 @@ class Gate:
                body: Callable[[int], dict[str, Any]], *, status: int = 201, idem: IdempotencyRecord | None = None,
                outbox: list[dict[str, Any]] | None = None, head: dict[str, Any] | None = None,
                claim: tuple[str, str] | None = None, require_plan_digest: str | None = None,
-               require_approval_after: str | None = None) -> Result:
+               require_approval_after: str | None = None, require_project_seq: int | None = None) -> Result:
         fact_text = canonical_text(fact)
         event = audit.next_event(ref.project, ref.candidate_id, stream.seq, stream.head_hash, type_, actor_id,
                                  fact["recorded_at"], fact_text)
@@ -175,7 +175,7 @@ class Gate:
         new_head = {"seq": event["seq"], "hash": event["hash"], **(head or {})}
         try:
             self.store.append(Append(ref, stream.seq, event, fact_text, new_head, outbox or [], idem, claim,
-                                     require_plan_digest, require_approval_after))
+                                     require_plan_digest, require_approval_after, require_project_seq))
         except StoreUnavailable as error:
             raise _unavailable("the change could not be written; nothing was changed, retry shortly") from error
         return Result(status, result_body)
@@ -602,7 +602,7 @@ class Gate:
         ref = StreamRef(project, candidate_id)
 
         def run(idem: IdempotencyRecord | None) -> Result:
-            _pstream, pstate = self.project(project)
+            pstream, pstate = self.project(project)
             config = self.config(pstate)
             stream, state = self.candidate(project, candidate_id)
             now = self.now()
@@ -639,7 +639,8 @@ class Gate:
                                             "plan_digest": digest_, "side_effect": side_effect, "seq": seq},
                                idem=idem, outbox=outbox, head={"plan_digest": digest_,
                                                                "approval_valid_until": valid_until or ""},
-                               require_plan_digest=digest_, require_approval_after=self.now())
+                               require_plan_digest=digest_, require_approval_after=self.now(),
+                               require_project_seq=pstream.seq)
         return self.idempotent(ref, f"action:{action_id}", key, actor, request.model_dump(mode="json"), run)
 
     # ---- evidence and reports ------------------------------------------------------------------------
