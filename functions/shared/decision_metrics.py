@@ -5,9 +5,10 @@ import sys
 import time
 from typing import Any
 
-NAMESPACE = "Sentinel"
-METRIC = "Decisions"
-DIMENSION = "Outcome"
+from .names import DECISIONS_DIMENSION as DIMENSION
+from .names import DECISIONS_METRIC as METRIC
+from .names import DECISIONS_NAMESPACE as NAMESPACE
+
 # A hold the gate caused itself (it could not establish a fact) is told apart from a hold on the evidence.
 ERROR_CODES = frozenset({"STATE_UNAVAILABLE", "STATE_TAMPERED", "EVIDENCE_QUERY_INCOMPLETE"})
 

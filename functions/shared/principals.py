@@ -469,6 +469,8 @@ def _token_item(hashed: str, principal_id: str, expires_at: str) -> dict[str, An
         PK: _s(TOKEN_PREFIX + hashed),
         "principal_id": _s(principal_id),
         "expires_at": _s(expires_at),
+        # DynamoDB's TTL sweep removes expired token items eventually; authentication still checks expires_at.
+        "ttl_epoch": {"N": str(int(parse_time(expires_at).timestamp()) + 1)},
     }
 
 

@@ -1,0 +1,45 @@
+"""The CDK app: reads the deployment settings from context, builds the Sentinel stack from the packages
+`make build` produced, and runs cdk-nag's AwsSolutions checks on every synth (a finding fails the synth).
+
+`python app.py` synthesizes into cdk.out/ with no network and no AWS credentials; the CDK CLI runs the same
+file (cdk.json "app") and adds its own context on top of cdk.json's.
+"""
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from functions.shared import names
+from infra import packaging
+from infra.config import DeploymentConfig
+from infra.stack import SentinelStack
+
+CDK_JSON = Path(__file__).resolve().parent / "cdk.json"
+
+
+def cdk_json_context() -> dict[str, Any]:
+    """cdk.json's context: the CLI passes it itself, a plain `python app.py` needs it read here."""
+    return dict(json.loads(CDK_JSON.read_text()).get("context", {}))
+
+
+def build_app(context: Mapping[str, Any] | None = None, *, outdir: str | None = None,
+              build_dir: Path = packaging.BUILD) -> tuple[cdk.App, SentinelStack]:
+    """The app and its one stack. `context` overrides cdk.json (the CLI's -c values override both)."""
+    app = cdk.App(context={**cdk_json_context(), **dict(context or {})}, outdir=outdir)
+    config = DeploymentConfig.from_context(app.node.try_get_context)
+    stack = SentinelStack(
+        app, names.stack_name(config.stage), config=config, packages=packaging.read_digests(build_dir),
+        description=f"Sentinel ({config.stage}): a fail-closed readiness gate for changes made by coding agents",
+    )
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return app, stack
+
+
+if __name__ == "__main__":
+    # The CLI names its output folder in CDK_OUTDIR; a plain `python app.py` writes cdk.out/ like it would.
+    build_app(outdir=None if os.environ.get("CDK_OUTDIR") else "cdk.out")[0].synth()
