@@ -43,12 +43,13 @@ def _codes(decision: dict[str, Any]) -> list[str]:
 def run_ready_flow(clients: dict[str, SentinelClient], project: str, *, subject: str = "payments",
                    environment: str = "staging", files: list[str] | None = None,
                    say: Callable[[str], None] = lambda _line: None,
-                   outbox_count: Callable[[str], int] | None = None) -> FlowResult:
+                   outbox_count: Callable[[str], int] | None = None, revision: str | None = None) -> FlowResult:
     """clients: requester, publisher, reviewer. `outbox_count(execution_id)` tells how many side effects the
-    outbox delivered for an execution, where the caller can see the outbox."""
+    outbox delivered for an execution, where the caller can see the outbox. `revision` is the commit to
+    make ready (a real one, for the hook's tests); by default a random one, so runs never collide."""
     requester, publisher, reviewer = clients["requester"], clients["publisher"], clients["reviewer"]
     out = FlowResult()
-    revision, base = secrets.token_hex(20), secrets.token_hex(20)
+    revision, base = revision or secrets.token_hex(20), secrets.token_hex(20)
     change = {"files": files or ["services/payments/api.py", "services/payments/ledger.py", "scripts/release.sh"]}
 
     def decision(step: str, expected: list[str] | None) -> dict[str, Any]:

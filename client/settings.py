@@ -34,7 +34,8 @@ MAX_CONFIG_FILE_BYTES = 256 * 1024
 _SAME_COMMAND = r"[^;&|\n]*"
 DEFAULT_RELEASE_PATTERNS: tuple[str, ...] = (
     # Merges.
-    rf"\bgit\b{_SAME_COMMAND}\smerge\b",
+    # `git [global options] merge`, not `git merge-base` nor a commit message that mentions a merge.
+    r"\bgit(?:\s+(?:-[Cc]\s+\S+|--?[\w-]+(?:=\S+)?))*\s+merge(?=\s|$)",
     r"\bgh\s+pr\s+merge\b",
     r"\bglab\s+mr\s+merge\b",
     # Pushes to protected branches (main, master, release/*), including HEAD:main, +main and
