@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sentinel.junit import MAX_DEPTH, JUnitSummary, MalformedJUnit, parse_junit
+from sentinel.junit import MAX_BYTES, MAX_DEPTH, JUnitSummary, JUnitTooLarge, MalformedJUnit, parse_junit
 
 
 def summary(tests: int, failures: int, errors: int, skipped: int, outcome: str) -> JUnitSummary:
@@ -136,6 +136,50 @@ def test_failure_wins_over_skipped_and_error_within_one_case():
     result = parse_junit(xml)
     # Then each case counts once: failure beats error, and both beat skipped
     assert result == summary(3, 2, 1, 0, "fail")
+
+
+@pytest.mark.parametrize("marker", ["Failure", "FAILURE", "RerunFailure", "Error", "rerunERROR"])
+def test_markers_are_recognised_whatever_their_case(marker):
+    # Given a case whose failure or error element is written with other capitals
+    xml = f"<testsuite><testcase><{marker}/></testcase><testcase/></testsuite>"
+    # When it is parsed, Then the case did not pass (fail closed on a producer's spelling)
+    result = parse_junit(xml)
+    assert result.outcome == "fail" and result.failures + result.errors == 1, result
+
+
+@pytest.mark.parametrize(
+    ("attributes", "expected"),
+    [
+        ('status="failed"', summary(1, 1, 0, 0, "fail")),
+        ('result="FAILURE"', summary(1, 1, 0, 0, "fail")),
+        ('status="error"', summary(1, 0, 1, 0, "fail")),
+        ('status="notrun"', summary(0, 0, 0, 1, "unknown")),
+        ('result="skipped"', summary(0, 0, 0, 1, "unknown")),
+        ('status="disabled"', summary(0, 0, 0, 1, "unknown")),
+        ('status="run" result="completed"', summary(1, 0, 0, 0, "pass")),
+        ('status="passed"', summary(1, 0, 0, 0, "pass")),
+        ('status="whatever"', summary(1, 0, 0, 0, "pass")),
+    ],
+)
+def test_a_cases_own_status_attribute_can_only_make_it_worse(attributes, expected):
+    # Given a case with no child markers but a status or result attribute (Bazel, CTest, xunit writers)
+    xml = f"<testsuite><testcase name=\"t\" {attributes}/></testsuite>"
+    # When it is parsed, Then a failing or not-run word counts, and nothing else changes the case
+    assert parse_junit(xml) == expected
+
+
+def test_a_passing_status_never_hides_a_failure_marker():
+    # Given a case that claims to have passed but carries a <failure>
+    xml = '<testsuite><testcase status="passed" result="completed"><failure/></testcase></testsuite>'
+    # When it is parsed, Then the marker wins
+    assert parse_junit(xml) == summary(1, 1, 0, 0, "fail")
+
+
+def test_a_not_run_status_does_not_hide_a_failure_marker():
+    # Given a case marked not run that nevertheless carries an <error>
+    xml = '<testsuite><testcase status="skipped"><error/></testcase></testsuite>'
+    # When it is parsed, Then it errored
+    assert parse_junit(xml) == summary(1, 0, 1, 0, "fail")
 
 
 def test_failure_hidden_deeper_inside_a_case_still_fails_it():
@@ -292,12 +336,22 @@ def test_declared_iso_8859_1_encoding_in_a_str_is_handled():
     assert parse_junit(xml) == summary(1, 0, 0, 0, "pass")
 
 
-@pytest.mark.parametrize("declared", ["UTF-16", "utf-8", "latin-1", "windows-1252", "x-unknown-charset"])
-def test_any_declared_encoding_name_in_a_str_is_ignored(declared):
-    # Given a str whose declaration names some encoding
+@pytest.mark.parametrize("declared", ["utf-8", "UTF8", "US-ASCII", "latin-1", "ISO-8859-15", "windows-1252"])
+def test_a_declared_encoding_in_which_the_markup_reads_the_same_is_accepted(declared):
+    # Given a str whose declaration names UTF-8 or an ASCII-compatible single-byte charset
     xml = f'<?xml version="1.0" encoding="{declared}" standalone="yes"?><testsuite><testcase/></testsuite>'
     # When it is parsed, Then the text is read as the text it is
     assert parse_junit(xml) == summary(1, 0, 0, 0, "pass")
+
+
+@pytest.mark.parametrize("declared", ["UTF-16", "utf-16le", "UTF-32", "UTF-7", "cp037", "x-unknown-charset"])
+def test_a_declared_encoding_that_would_read_other_markup_is_refused(declared):
+    # Given a str (read as UTF-8) whose declaration claims an encoding in which those bytes are other markup:
+    # a UTF-7 reader would turn "+ADw-failure/+AD4-" into a <failure/> this parser never sees
+    xml = (f'<?xml version="1.0" encoding="{declared}"?><testsuite><testcase>+ADw-failure/+AD4-</testcase>'
+           "</testsuite>")
+    # When it is parsed, Then it is refused, naming the declared encoding
+    refused(xml, "declares the encoding", declared)
 
 
 def test_leading_byte_order_mark_is_accepted():
@@ -415,13 +469,38 @@ def test_depth_257_inside_a_testcase_is_refused():
 
 
 def test_very_deep_nesting_is_refused_quickly_without_reading_to_the_end():
-    # Given a million-level nesting bomb
-    xml = "<testsuites>" + "<testsuite>" * 1_000_000
+    # Given a nesting bomb of 150,000 levels, just under the size limit
+    xml = "<testsuites>" + "<testsuite>" * 150_000
+    assert len(xml) < MAX_BYTES
     # When it is parsed
     started = time.perf_counter()
     refused(xml, "256")
     # Then the refusal is fast
     assert time.perf_counter() - started < 2.0
+
+
+def test_a_report_over_the_size_limit_is_refused_as_too_large_before_parsing():
+    # Given a million-level nesting bomb of 11 MB
+    xml = "<testsuites>" + "<testsuite>" * 1_000_000
+    # When it is parsed
+    started = time.perf_counter()
+    with pytest.raises(JUnitTooLarge) as caught:
+        parse_junit(xml)
+    # Then it is refused for its size (PAYLOAD_TOO_LARGE), which is also a MalformedJUnit, without parsing
+    assert "bytes" in str(caught.value) and isinstance(caught.value, MalformedJUnit)
+    assert time.perf_counter() - started < 0.5
+
+
+def test_a_report_of_exactly_the_size_limit_is_read():
+    # Given a passing report padded with output to exactly MAX_BYTES bytes of UTF-8 (é is two bytes)
+    head, tail = '<testsuite><testcase name="a"><system-out>', "</system-out></testcase></testsuite>"
+    room = MAX_BYTES - len(head) - len(tail)
+    xml = head + "é" * (room // 2) + "x" * (room % 2) + tail
+    assert len(xml.encode("utf-8")) == MAX_BYTES
+    # When it is parsed, Then it is read; one byte more is too large
+    assert parse_junit(xml) == summary(1, 0, 0, 0, "pass")
+    with pytest.raises(JUnitTooLarge):
+        parse_junit(xml.replace("<testcase", "<testcase "))
 
 
 def test_nul_character_is_refused():
@@ -515,7 +594,14 @@ def test_invalid_xml_character_is_refused():
 def test_encoding_name_that_is_not_an_xml_name_is_refused():
     # Given a declaration whose encoding name contains a space (xunit-viewer's "UTF-16 LE")
     xml = '<?xml version="1.0" encoding="UTF-16 LE"?><testsuite><testcase/></testsuite>'
-    # When it is parsed, Then the declaration itself is not well-formed
+    # When it is parsed, Then it is refused for the encoding it claims
+    refused(xml, "declares the encoding")
+
+
+def test_a_utf_8_declaration_with_a_malformed_name_is_still_not_well_formed():
+    # Given a declaration whose (allowed) encoding is followed by junk the XML grammar forbids
+    xml = '<?xml version="1.0" encoding="UTF-8" junk?><testsuite><testcase/></testsuite>'
+    # When it is parsed, Then expat refuses the declaration
     refused(xml, "not well-formed")
 
 

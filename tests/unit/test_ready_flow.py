@@ -96,6 +96,7 @@ def test_an_allow_list_change_between_check_and_write_refuses_the_execution(worl
     world.store.append = append_after_config_change
     # Then the write's condition on the project chain fails, the re-judged execution is refused
     import pytest
+
     from sentinel.errors import Refusal
 
     with pytest.raises(Refusal) as refused:

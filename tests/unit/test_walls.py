@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "layers" / "core" / "python" / "sentinel"
-CORE_ALLOWED = {"pydantic", "rfc8785", "defusedxml"}
+CORE_ALLOWED = {"pydantic", "rfc8785", "defusedxml", "yaml"}
 
 
 def imported_roots(folder: Path) -> dict[str, set[str]]:

@@ -1,11 +1,11 @@
 """Evidence: judged and bound at write time (DOMAIN.md rules 7 to 10), judged again at decision time."""
 
 from datetime import timedelta
-from fnmatch import fnmatchcase
 from typing import Any
 
 from .canonical import canonical_bytes, sha256_hex
-from .junit import MalformedJUnit, parse_junit
+from .derivation import glob_regex, normalise_path
+from .junit import JUnitTooLarge, MalformedJUnit, parse_junit
 from .models import Actor, EvidenceRequest, Policy
 from .state import CandidateState, ProjectState
 from .times import format_time, parse_time
@@ -38,13 +38,20 @@ def scope_covers(evidence_scopes: list[str], obligation_scope: str) -> bool:
 
 
 def judge(request: EvidenceRequest, policy: Policy | None) -> tuple[str, dict[str, int], str, str]:
-    """(outcome, counts, raw_sha256, kind). Raises EvidenceRefused for what cannot be stored."""
+    """(outcome, counts, raw_sha256, kind). Raises EvidenceRefused for what cannot be stored.
+
+    A JUnit report decides by its test cases (sentinel.junit). Exit-code evidence passes only when the exit
+    code is the policy's expected one and every expected artifact pattern is matched by a named artifact
+    (each carries its sha256, the model requires it); without a policy (a check not in the plan) nothing is
+    expected of it, so it is `unknown`, never `pass`."""
     if (request.junit_xml is None) == (request.result is None):
         raise EvidenceRefused("VALIDATION_FAILED", "send exactly one of junit_xml or result")
     if request.junit_xml is not None:
         raw = request.junit_xml.encode("utf-8", errors="surrogatepass")
         try:
             summary = parse_junit(request.junit_xml)
+        except JUnitTooLarge as error:
+            raise EvidenceRefused("PAYLOAD_TOO_LARGE", f"the JUnit report is too large: {error}") from error
         except MalformedJUnit as error:
             raise EvidenceRefused("MALFORMED_EVIDENCE", f"the JUnit report cannot be read: {error}") from error
         counts = {"tests": summary.tests, "failures": summary.failures, "errors": summary.errors,
@@ -54,10 +61,17 @@ def judge(request: EvidenceRequest, policy: Policy | None) -> tuple[str, dict[st
     assert result is not None
     raw_sha = sha256_hex(canonical_bytes(result.model_dump(mode="json")))
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    digests: dict[str, str] = {}
+    for artifact in result.artifacts:
+        name = normalise_path(artifact.name)
+        if digests.setdefault(name, artifact.sha256) != artifact.sha256:
+            # Two digests for one artifact: which one was produced cannot be told, so nothing is stored.
+            raise EvidenceRefused("MALFORMED_EVIDENCE", f"the artifact {name!r} is listed twice with different "
+                                  "sha256 digests")
     if policy is None:
         return "unknown", counts, raw_sha, "exit_code"
-    names = [a.name for a in result.artifacts]
-    missing = [p for p in policy.expected_artifacts if not any(fnmatchcase(n, p) for n in names)]
+    # Patterns use the derivation rules' globs: `*` stays inside one folder, `**` crosses folders.
+    missing = [p for p in policy.expected_artifacts if not any(glob_regex(p).match(n) for n in digests)]
     outcome = "pass" if result.exit_code == policy.expected_exit_code and not missing else "fail"
     return outcome, counts, raw_sha, "exit_code"
 

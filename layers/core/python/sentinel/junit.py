@@ -16,6 +16,16 @@ How a test case is classified (each outermost ``<testcase>`` counts exactly once
 * ``<skipped>`` and nothing that failed: skipped (pytest reports ``xfail`` this way). Not executed.
 * otherwise: passed.
 
+The case's own ``status`` or ``result`` attribute (Bazel, CTest and xunit-style writers put it there) can
+only make it worse, never better: a failing word (``fail``, ``failed``, ``failure``) fails it, an erroring
+one (``error``, ``errored``) errors it, a not-run word (``skipped``, ``notrun``, ``disabled``...) skips it
+unless a marker says it failed. ``status="run"``, ``result="completed"`` or ``status="passed"`` change
+nothing. Marker names are compared without case: a ``<Failure>`` still fails.
+
+An XML declaration may name UTF-8, US-ASCII or an ASCII-compatible single-byte charset (ISO-8859-n,
+windows-125n): the text is parsed as UTF-8 whatever it says, and in those the markup reads the same. Any other
+declared encoding is refused (see _SAME_MARKUP_ENCODINGS).
+
 The markers are looked for anywhere inside the test case, not only as direct children: a report that
 hides a ``<failure>`` one level down still fails. A ``<testcase>`` inside another ``<testcase>`` is
 folded into the outer one. A ``<failure>``/``<error>`` (or ``rerun*``) that belongs to no test case,
@@ -27,6 +37,7 @@ Element names are compared by local name, so a namespace prefix changes nothing.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from xml.etree.ElementTree import ParseError
 from xml.parsers.expat import ExpatError
@@ -34,18 +45,35 @@ from xml.parsers.expat import ExpatError
 from defusedxml import DefusedXmlException, DTDForbidden, EntitiesForbidden, ExternalReferenceForbidden
 from defusedxml.ElementTree import DefusedXMLParser
 
-__all__ = ["MAX_DEPTH", "JUnitSummary", "MalformedJUnit", "parse_junit"]
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "JUnitSummary", "JUnitTooLarge", "MalformedJUnit", "parse_junit"]
 
 MAX_DEPTH = 256
 """The deepest element nesting accepted; the root element is at depth 1."""
+MAX_BYTES = 2 * 1024 * 1024
+"""The largest report read, in UTF-8 bytes: the evidence route's body limit, so only direct callers meet it."""
 
 PASS = "pass"
 FAIL = "fail"
 UNKNOWN = "unknown"
 
 _ROOTS = frozenset({"testsuites", "testsuite"})
-_FAILURE_MARKS = frozenset({"failure", "rerunFailure"})
-_ERROR_MARKS = frozenset({"error", "rerunError"})
+_FAILURE_MARKS = frozenset({"failure", "rerunfailure"})  # compared lower-cased
+_ERROR_MARKS = frozenset({"error", "rerunerror"})
+# The report arrives as text and is read (and hashed) as UTF-8, so its declaration must name an encoding in
+# which that same markup reads the same: UTF-8 or an ASCII-compatible single-byte charset. A declaration of
+# UTF-16, UTF-7, EBCDIC or an unknown charset would make a reader that honours it see other elements than we
+# count (a report could pass here and fail there), so it is refused rather than ignored.
+_SAME_MARKUP_ENCODINGS = frozenset(
+    {"utf8", "usascii", "ascii", "latin1", "l1"}
+    | {f"iso8859{n}" for n in range(1, 17)}
+    | {f"windows{n}" for n in range(1250, 1259)}
+    | {f"cp{n}" for n in range(1250, 1259)}
+)
+_DECLARED_ENCODING = re.compile(r"""\ufeff?<\?xml[^>]*?\sencoding\s*=\s*["']([^"']*)["']""")
+_FAILED_WORDS = frozenset({"fail", "failed", "failure"})
+_ERRORED_WORDS = frozenset({"error", "errored"})
+_NOT_RUN_WORDS = frozenset({"skip", "skipped", "notrun", "not_run", "not-run", "disabled", "ignored",
+                            "pending", "suppressed", "filtered"})
 
 # Bits recorded for the test case being read.
 _FAILED = 1
@@ -64,6 +92,10 @@ class JUnitSummary:
 
 class MalformedJUnit(ValueError):
     """The report must be refused (422 MALFORMED_EVIDENCE). The message says why, for a person."""
+
+
+class JUnitTooLarge(MalformedJUnit):
+    """The report is larger than MAX_BYTES (413 PAYLOAD_TOO_LARGE)."""
 
 
 def _local(tag: str) -> str:
@@ -100,20 +132,29 @@ class _Counter:
                     f"JUnit XML must have <testsuites> or <testsuite> as its root element, not <{name}>"
                 )
             return
+        lowered = name.lower()
         if self.case_depth:
-            if name in _FAILURE_MARKS:
+            if lowered in _FAILURE_MARKS:
                 self.case_marks |= _FAILED
-            elif name in _ERROR_MARKS:
+            elif lowered in _ERROR_MARKS:
                 self.case_marks |= _ERRORED
-            elif name == "skipped":
+            elif lowered == "skipped":
                 self.case_marks |= _SKIPPED
             # flakyFailure / flakyError: failed, then passed on rerun. Nothing to record.
         elif name == "testcase":
             self.case_depth = self.depth
             self.case_marks = 0
-        elif name in _FAILURE_MARKS:
+            for attribute in ("status", "result"):
+                word = attrib.get(attribute, "").strip().lower()
+                if word in _FAILED_WORDS:
+                    self.case_marks |= _FAILED
+                elif word in _ERRORED_WORDS:
+                    self.case_marks |= _ERRORED
+                elif word in _NOT_RUN_WORDS:
+                    self.case_marks |= _SKIPPED
+        elif lowered in _FAILURE_MARKS:
             self.suite_failures += 1
-        elif name in _ERROR_MARKS:
+        elif lowered in _ERROR_MARKS:
             self.suite_errors += 1
 
     def end(self, tag: str) -> None:
@@ -156,13 +197,14 @@ class _Counter:
 def parse_junit(xml_text: str) -> JUnitSummary:
     """Count the test cases of a JUnit XML report and decide its outcome.
 
-    ``xml_text`` is the report as text (already decoded from the JSON body). An XML declaration naming
-    another encoding is harmless: the text is handed to the parser as UTF-8 with the encoding forced, so
-    the declared one is ignored.
+    ``xml_text`` is the report as text (already decoded from the JSON body). It is handed to the parser as
+    UTF-8 with the encoding forced; a declaration may only name an encoding in which the markup would read
+    the same (UTF-8, ASCII, ISO-8859-n, windows-125n).
 
     Raises MalformedJUnit for anything that must be refused: not text, empty, a NUL character, text that
-    cannot be encoded (lone surrogates), XML that is not well-formed, any DTD or entity declaration or
-    external reference, nesting deeper than MAX_DEPTH, or a root other than testsuites/testsuite.
+    cannot be encoded (lone surrogates), a declared encoding whose markup would read differently, XML that is not well-formed, any DTD or entity declaration or
+    external reference, nesting deeper than MAX_DEPTH, or a root other than testsuites/testsuite; and its
+    subclass JUnitTooLarge for more than MAX_BYTES.
     """
     if not isinstance(xml_text, str):
         raise MalformedJUnit(f"JUnit XML must be text, not {type(xml_text).__name__}")
@@ -176,6 +218,16 @@ def parse_junit(xml_text: str) -> JUnitSummary:
         raise MalformedJUnit(
             f"JUnit XML contains a character that is not valid Unicode text at position {exc.start}"
         ) from None
+    if len(data) > MAX_BYTES:
+        raise JUnitTooLarge(f"JUnit XML is {len(data)} bytes; at most {MAX_BYTES} are read")
+    declared = _DECLARED_ENCODING.match(xml_text[:512])
+    if declared:
+        name = re.sub(r"[-_\s]", "", declared.group(1)).lower()
+        if name not in _SAME_MARKUP_ENCODINGS:
+            raise MalformedJUnit(
+                f"JUnit XML declares the encoding {declared.group(1)[:40]!r}, but arrived as text and is read as "
+                "UTF-8: a reader honouring the declaration would see other markup. Declare UTF-8 or nothing"
+            )
 
     counter = _Counter()
     parser = DefusedXMLParser(

@@ -3,7 +3,15 @@
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
 PROJECT_ID = r"^[a-z0-9][a-z0-9-]{1,62}$"
 REVISION = re.compile(r"^(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$")
@@ -54,11 +62,24 @@ class Actor(Strict):
 
 
 class DerivationRule(Strict):
+    """`files` globs, or an `openapi` document name. For a document, `per` says whether one obligation covers
+    the document or each affected operation owes its own (scoped `<document>/<METHOD> <path>`), and `when`
+    which changes count: `any` semantic change (the default), only `breaking` ones, or only `security` ones
+    (to an operation's security requirements or the schemes they use). `scope` is the document's scope
+    (default: its name)."""
+
     files: list[Annotated[str, StringConstraints(min_length=1, max_length=512)]] | None = None
     openapi: Name | None = None
     policy_id: Ident
     scope: Path | None = None
     per: Literal["document", "operation"] | None = None
+    when: Literal["any", "breaking", "security"] | None = None
+
+    @model_validator(mode="after")
+    def _document_options_need_a_document(self) -> "DerivationRule":
+        if self.openapi is None and (self.per is not None or self.when is not None):
+            raise ValueError("per and when apply only to a rule that names an openapi document")
+        return self
 
 
 class ProjectConfig(Strict):
@@ -88,9 +109,12 @@ class Policy(Strict):
 
 
 class OpenApiChange(Strict):
+    """One OpenAPI document before and after the change. Each side is a JSON object, YAML or JSON text, or
+    null (the document was added or removed). Parsed and checked by sentinel.openapi during derivation."""
+
     name: Name
-    before: Any = None
-    after: Any = None
+    before: dict[str, Any] | str | None = None
+    after: dict[str, Any] | str | None = None
 
 
 class Change(Strict):

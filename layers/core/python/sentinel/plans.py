@@ -3,6 +3,7 @@
 import re
 from functools import lru_cache
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import ValidationError
 
@@ -10,7 +11,9 @@ from .canonical import digest
 from .models import ACTION_TYPES, Plan, Policy, ProjectConfig
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-PLACEHOLDER_VALUE = r"[A-Za-z0-9._/:@=,+-]+"
+PLACEHOLDER_VALUE = r"[A-Za-z0-9._/:@=,+%-]+"
+# What a placeholder may carry as it is; anything else in a scope is percent-encoded (a space, braces).
+_PLACEHOLDER_SAFE = "._/:@=,+-"
 
 
 def plan_digest(project: str, candidate_id: str, revision: str, plan: dict[str, Any]) -> str:
@@ -37,7 +40,10 @@ def conforms(command: str, template: str) -> bool:
 
 
 def fill_template(template: str, value: str) -> str:
-    return PLACEHOLDER.sub(lambda _m: value, template)
+    """Every placeholder filled with one safe token: an OpenAPI operation scope such as
+    `payments-api/GET /pets/{id}` becomes `payments-api/GET%20/pets/%7Bid%7D`."""
+    token = quote(value, safe=_PLACEHOLDER_SAFE)
+    return PLACEHOLDER.sub(lambda _m: token, template)
 
 
 def _finding(code: str, detail: str, **where: str) -> dict[str, Any]:

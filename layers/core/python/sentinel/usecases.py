@@ -196,7 +196,10 @@ class Gate:
             return self.retrying(lambda: run(None))
         if not 1 <= len(key) <= 255:
             raise Refusal("VALIDATION_FAILED", "Idempotency-Key must be 1 to 255 characters")
-        request_hash = digest(request)
+        try:
+            request_hash = digest(request)
+        except (ValueError, TypeError, OverflowError) as error:  # e.g. an integer JSON cannot carry exactly
+            raise Refusal("VALIDATION_FAILED", f"the request cannot be canonicalised: {error}") from error
         now = self.now()
         record = IdempotencyRecord(ref, scope, key, actor.id, request_hash, claimed_at=now,
                                    lease_until=plus_seconds(now, LEASE_SECONDS))
