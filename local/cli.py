@@ -211,10 +211,12 @@ def parser() -> argparse.ArgumentParser:
         endpoint(sp)
         sp.set_defaults(run=cmd_principals)
 
-    from evaluation.cli import add_arguments
-
+    # The harness is imported only when it runs: a packaged runner carries `local` without `evaluation`.
     evaluate = sub.add_parser("eval", help="replay the scenario catalog twice through the real handlers")
-    add_arguments(evaluate)
+    evaluate.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
+    evaluate.add_argument("--scenario", action="append", metavar="NAME",
+                          help="run only this scenario (repeatable); the catalog-wide gates are skipped")
+    evaluate.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
     evaluate.set_defaults(run=cmd_eval)
     return p
 

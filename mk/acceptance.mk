@@ -1,0 +1,26 @@
+# Acceptance verbs: the live gate after a deploy (`make deploy` runs `make acceptance` and fails with it), and
+# the same gate against an emulated deployment: the synthesized stack created on a moto server on loopback,
+# the HTTP checks against the local runner started from the built packages. Each run writes
+# acceptance/reports/attempt-NNNN.json (git-ignored by acceptance/.gitignore). See docs/acceptance.md.
+#
+# ACCEPTANCE_TARGET  which stack, for both mint and run, e.g. "--stack Sentinel-prod --region eu-west-1"
+#                    (default: the stack in build/stack-outputs.json, and your AWS region)
+# ACCEPTANCE_MINT    1 (default): issue the acceptance principals fresh one-hour tokens with your own AWS
+#                    credentials first (stored in Secrets Manager); 0: read SENTINEL_ACCEPTANCE_TOKEN_* or
+#                    the secret as they are
+# ACCEPTANCE_FLAGS   more options for the run, e.g. "--expect-mode model"
+ACCEPTANCE_TARGET ?=
+ACCEPTANCE_MINT ?= 1
+ACCEPTANCE_FLAGS ?=
+
+.PHONY: acceptance acceptance-local acceptance-tokens
+
+acceptance: setup
+	@if [ "$(ACCEPTANCE_MINT)" = "1" ]; then $(BIN)/python -m acceptance mint $(ACCEPTANCE_TARGET); fi
+	$(BIN)/python -m acceptance run $(ACCEPTANCE_TARGET) $(ACCEPTANCE_FLAGS)
+
+acceptance-tokens: setup
+	$(BIN)/python -m acceptance mint $(ACCEPTANCE_TARGET)
+
+acceptance-local: build
+	$(BIN)/python -m acceptance local $(ACCEPTANCE_FLAGS)
