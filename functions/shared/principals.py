@@ -22,7 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from functions.shared.tables import PK  # the table's only key attribute (string hash key)
 from functions.shared.tokens import MAX_TTL_SECONDS, default_ttl_seconds, new_token, token_hmac, well_formed
-from sentinel.models import IDENT, PROJECT_ID, ROLES_BY_KIND
+from sentinel.identity import IDENT, PROJECT_ID, ROLES_BY_KIND
 from sentinel.times import format_time, parse_time
 
 PRINCIPAL_PREFIX = "PRINCIPAL#"

@@ -57,9 +57,8 @@ def check_findings(state: CandidateState, project: ProjectState, check: dict[str
         return [finding("EVIDENCE_MISSING", "the check's policy or obligation is unknown at this instant", **where)]
     version, policy = policy_entry
     hint = policy.remediation_hint or None
-    bound = [e for e in state.evidence
-             if e["check_id"] == check["check_id"] and obligation_id in e["binding"]["obligation_ids"]
-             and e["binding"]["policy_id"] == check["policy_ref"] and e["binding"]["policy_version"] == version]
+    bound = [e for e in state.evidence_for(check["check_id"], obligation_id)
+             if e["binding"]["policy_id"] == check["policy_ref"] and e["binding"]["policy_version"] == version]
     deciding = [e for e in bound if _trust_at(e, project, as_of) == "verified"
                 and not _binding_problems(e, state, obligation)]
     if deciding:

@@ -13,21 +13,15 @@ from pydantic import (
     model_validator,
 )
 
-PROJECT_ID = r"^[a-z0-9][a-z0-9-]{1,62}$"
+from .identity import IDENT, PROJECT_ID, ROLES_BY_KIND  # noqa: F401 - re-exported for callers of models
+
 REVISION = re.compile(r"^(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$")
 DIGEST = r"^[0-9a-f]{64}$"
-IDENT = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
 Kind = Literal["human", "agent", "ci"]
 Role = Literal["requester", "reviewer", "auditor", "admin", "publisher"]
 ActionType = Literal["dispatch_checks", "notify", "promote"]
 
-# DOMAIN.md, Principal: the roles each kind may hold.
-ROLES_BY_KIND: dict[str, frozenset[str]] = {
-    "human": frozenset({"requester", "reviewer", "auditor", "admin"}),
-    "agent": frozenset({"requester", "auditor"}),
-    "ci": frozenset({"requester", "publisher", "auditor"}),
-}
 ACTION_TYPES: tuple[str, ...] = ("dispatch_checks", "notify", "promote")
 
 

@@ -33,6 +33,8 @@ def _visible(fact: dict[str, Any], as_of: str | None) -> bool:
 class ProjectState:
     project: str
     facts: list[dict[str, Any]]
+    # Memos for one request's reads: a decision asks the same questions once per (check, obligation).
+    _memo: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_facts(cls, project: str, facts: dict[int, str]) -> "ProjectState":
@@ -58,6 +60,12 @@ class ProjectState:
 
     def policy(self, policy_id: str, as_of: str | None = None, version: int | None = None
                ) -> tuple[int, Policy] | None:
+        key = ("policy", policy_id, as_of, version)
+        if key not in self._memo:
+            self._memo[key] = self._policy(policy_id, as_of, version)
+        return self._memo[key]  # type: ignore[no-any-return]
+
+    def _policy(self, policy_id: str, as_of: str | None, version: int | None) -> tuple[int, Policy] | None:
         versions = self.policy_versions(policy_id, as_of)
         if version is not None:
             versions = [v for v in versions if v["version"] == version]
@@ -74,10 +82,14 @@ class ProjectState:
         return out
 
     def compromised_since(self, principal_id: str, as_of: str | None = None) -> str | None:
-        for f in self.visible(as_of):
-            if f["type"] == "principal.revoked" and f["principal_id"] == principal_id and f.get("compromised"):
-                return str(f["recorded_at"])
-        return None
+        key = ("compromised", as_of)
+        if key not in self._memo:
+            revoked: dict[str, str] = {}
+            for f in self.visible(as_of):
+                if f["type"] == "principal.revoked" and f.get("compromised"):
+                    revoked.setdefault(f["principal_id"], str(f["recorded_at"]))
+            self._memo[key] = revoked
+        return self._memo[key].get(principal_id)  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -94,6 +106,7 @@ class CandidateState:
     executions: list[dict[str, Any]] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     considered: list[str] = field(default_factory=list)  # digests of the facts a decision considers
+    _index: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_facts(cls, facts: list[dict[str, Any]], as_of: str | None = None) -> "CandidateState":
@@ -143,7 +156,22 @@ class CandidateState:
         return sorted({o["scope"] for o in self.obligations.values()})
 
     def reports_for(self, digest: str, task_id: str) -> list[dict[str, Any]]:
-        return [r for r in self.reports if r["plan_digest"] == digest and r["task_id"] == task_id]
+        if "reports" not in self._index:
+            grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+            for r in self.reports:
+                grouped.setdefault((r["plan_digest"], r["task_id"]), []).append(r)
+            self._index["reports"] = grouped
+        return list(self._index["reports"].get((digest, task_id), []))
+
+    def evidence_for(self, check_id: str, obligation_id: str) -> list[dict[str, Any]]:
+        """Evidence written for a check and bound to an obligation, in arrival order."""
+        if "evidence" not in self._index:
+            grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+            for e in self.evidence:
+                for o in e["binding"]["obligation_ids"]:
+                    grouped.setdefault((e["check_id"], o), []).append(e)
+            self._index["evidence"] = grouped
+        return list(self._index["evidence"].get((check_id, obligation_id), []))
 
     def task_passes(self, digest: str, task_id: str) -> bool:
         reports = self.reports_for(digest, task_id)

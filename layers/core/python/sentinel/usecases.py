@@ -692,13 +692,14 @@ class Gate:
     def evaluate(self, project: str, candidate_id: str, actor: Actor, as_of: str | None = None) -> Decision:
         return self._evaluate(project, candidate_id, actor, as_of)[0]
 
-    def _evaluate(self, project: str, candidate_id: str, actor: Actor, as_of: str | None
-                  ) -> tuple[Decision, Stream]:
+    def _evaluate(self, project: str, candidate_id: str, actor: Actor, as_of: str | None,
+                  stream: Stream | None = None) -> tuple[Decision, Stream]:
         """Never raises once the caller's role and the candidate are established: anything the gate
         cannot establish is a finding, and the decision holds. One read of the candidate's partition and
         one of the project's feed it."""
         self.need(actor)
-        stream = self._load(StreamRef(project, candidate_id))
+        if stream is None:
+            stream = self._load(StreamRef(project, candidate_id))
         if stream is None or not stream.facts:
             raise Refusal("NOT_FOUND", "no such candidate")
         when = as_of or self.now()
@@ -749,9 +750,11 @@ class Gate:
         established = self._load(ref)
         if established is None or not established.facts:
             raise Refusal("NOT_FOUND", "no such candidate")
+        fresh = [established]
 
         def run(idem: IdempotencyRecord | None) -> Result:
-            verdict, stream = self._evaluate(project, candidate_id, actor, None)
+            # The read that established the candidate serves the first attempt; a retry reads afresh.
+            verdict, stream = self._evaluate(project, candidate_id, actor, None, fresh.pop() if fresh else None)
             if not stream.complete:
                 raise _unavailable("the candidate's chain is larger than one read may page through")
             fact = {"type": "decision.recorded", **verdict.as_dict(), "actor": actor.fact(),

@@ -1,0 +1,1 @@
+"""Benchmarks that print and record figures (`make bench`); they are not timed tests."""
