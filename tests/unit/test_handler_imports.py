@@ -25,11 +25,9 @@ RESOLVER_DEPENDENCIES = frozenset({
     "pydantic_core", "rfc8785", "typing_extensions", "typing_inspection",
 })
 ALLOWED_THIRD_PARTY = {name: RESOLVER_DEPENDENCIES for name in ROUTED} | {
-    # botocore.exceptions to judge store errors. pydantic only comes in through sentinel.models, for three
-    # constants (IDENT, PROJECT_ID, ROLES_BY_KIND): about 90 ms with bytecode, 200 ms without. Drop these
-    # four from the set once those constants move to a pydantic-free module.
-    "authorizer": frozenset({"botocore", "pydantic", "pydantic_core", "annotated_types", "typing_extensions",
-                             "typing_inspection"}),
+    # botocore.exceptions to judge store errors, nothing else: the identity constants it needs live in the
+    # pydantic-free sentinel.identity (pydantic would cost about 90 ms with bytecode, 200 ms without).
+    "authorizer": frozenset({"botocore"}),
 }
 # Powertools subpackages: aws_lambda_powertools/__init__ loads logging, metrics and tracing (the Tracer
 # class, never the X-Ray SDK); the event handler loads its data classes and jmespath helpers.
