@@ -1,6 +1,9 @@
 """Fixtures every layer shares."""
 
+from pathlib import Path
+
 import pytest
+from run_lock import exclusive
 
 from world import World
 
@@ -8,3 +11,24 @@ from world import World
 @pytest.fixture
 def world() -> World:
     return World()
+
+
+@pytest.fixture(scope="session")
+def shared_dir(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    # xdist workers' basetemps sit side by side in the run's own folder (pytest removes old ones); without
+    # xdist there is one process and its basetemp will do.
+    base = tmp_path_factory.getbasetemp()
+    return (base if worker_id == "master" else base.parent) / "sentinel-infra"
+
+
+@pytest.fixture(scope="session")
+def built(shared_dir: Path) -> Path:
+    """One build/-like folder (the three zips and digests.json) for the infrastructure and acceptance tests;
+    whichever worker needs it first builds it, the others wait and reuse it (wheels cache in build/cache/)."""
+    from infra import packaging
+
+    out = shared_dir / "build"
+    with exclusive(shared_dir / ".build.lock"):
+        if not (out / packaging.DIGESTS_FILE).exists():
+            packaging.build(out)
+    return out

@@ -6,14 +6,12 @@ builds it, the others wait and reuse the zips). The stack is synthesized once, f
 deployment in these tests starts from that one synth and differs only where a test changes it.
 """
 
-import fcntl
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from run_lock import exclusive
 
 from acceptance.emulation import Synth, read_synth, synthesize
 from functions.shared import names
@@ -25,33 +23,10 @@ STACK = names.stack_name(json.loads((Path(__file__).resolve().parents[2] / "cdk.
                          ["context"]["stage"])
 
 
-@contextmanager
-def exclusive(lock_file: Path) -> Iterator[None]:
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with lock_file.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-@pytest.fixture(scope="session")
-def shared_dir(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
-    base = tmp_path_factory.getbasetemp()
-    return (base if worker_id == "master" else base.parent) / "sentinel-infra"
 
 
-@pytest.fixture(scope="session")
-def built(shared_dir: Path) -> Path:
-    """build/-like folder: the three zips and digests.json (the wheel cache is the repository's build/cache/)."""
-    from infra import packaging
-
-    out = shared_dir / "build"
-    with exclusive(shared_dir / ".build.lock"):
-        if not (out / packaging.DIGESTS_FILE).exists():
-            packaging.build(out)
-    return out
 
 
 @pytest.fixture(scope="session")

@@ -5,47 +5,14 @@ resource), so the first worker to need a template builds the packages and synthe
 lock in the run's shared temporary folder; the others wait for it and read the same files.
 """
 
-import fcntl
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from infra_support import CONTEXT, STACK, Synthesized, WithheldAcknowledgements, nag_findings
+from run_lock import exclusive
 
 from functions.shared.names import stack_name
-
-
-@contextmanager
-def exclusive(lock_file: Path) -> Iterator[None]:
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with lock_file.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@pytest.fixture(scope="session")
-def shared_dir(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
-    # xdist workers' basetemps sit side by side in the run's own folder (pytest removes old ones); without
-    # xdist there is one process and its basetemp will do.
-    base = tmp_path_factory.getbasetemp()
-    return (base if worker_id == "master" else base.parent) / "sentinel-infra"
-
-
-@pytest.fixture(scope="session")
-def built(shared_dir: Path) -> Path:
-    """build/-like folder with the three zips and digests.json (the wheel cache is build/cache/)."""
-    from infra import packaging
-
-    out = shared_dir / "build"
-    with exclusive(shared_dir / ".build.lock"):
-        if not (out / packaging.DIGESTS_FILE).exists():
-            packaging.build(out)
-    return out
 
 
 @pytest.fixture(scope="session")
