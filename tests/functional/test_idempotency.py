@@ -2,60 +2,18 @@
 original status and body with `Idempotent-Replay: true` and appends nothing; an execution replay causes no
 second side effect; only successes are kept; keys are scoped per route path (per action for executions)."""
 
-import json
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from api_support import A1, JUNIT_PASS, NEW, OTHER_REV, C, Ready, audit_length, project_length, snapshot
 
 from sentinel.errors import StoreUnavailable
-from world import BASE, REV, World
+from world import REV
 
-P = "/v1/projects/demo"
-C = P + "/candidates"
-OTHER_REV = "c" * 40
-NEW = {"subject": "payments", "base_revision": BASE, "revision": REV, "environment": "staging",
-       "change": {"files": ["services/payments/api.py"]}}
-JUNIT_PASS = ('<testsuite name="s"><testcase classname="a" name="t1"/><testcase classname="a" name="t2"/>'
-              '</testsuite>')
-A1 = {"action_id": "A1", "type": "dispatch_checks", "params": {"checks": ["C1"]}}
 A2 = {"action_id": "A2", "type": "notify", "params": {"channel": "release-room"}}
 
 
 # ---- helpers ------------------------------------------------------------------------------------------
-
-@dataclass
-class Ready:
-    cid: str
-    digest: str
-    obligation: str
-
-    @property
-    def path(self) -> str:
-        return f"{C}/{self.cid}"
-
-
-def snapshot(world: World) -> tuple[Any, ...]:
-    store = world.store
-    return (sorted((r.project, r.candidate_id or "", s.seq, len(s.events), len(s.facts))
-                   for r, s in store.streams.items()),
-            len(store.outbox),
-            sorted((r.project, r.candidate_id or "", scope, key, rec.status)
-                   for (r, scope, key), rec in store.idempotency.items()),
-            json.dumps(store.claims, sort_keys=True))
-
-
-def audit_length(api, cid: str) -> int:
-    status, _h, body = api.call("GET", f"{C}/{cid}/audit", as_="auditor")
-    assert status == 200 and body["verification"]["valid"] is True, body
-    return int(body["verification"]["length"])
-
-
-def project_length(api) -> int:
-    status, _h, body = api.call("GET", P + "/audit", as_="admin")
-    assert status == 200 and body["verification"]["valid"] is True, body
-    return int(body["verification"]["length"])
-
 
 def ok(api, method: str, path: str, expected: int = 201, **kw: Any) -> dict[str, Any]:
     status, headers, body = api.call(method, path, **kw)

@@ -4,10 +4,10 @@ and nothing changed (no fact, no audit event, no outbox item, no idempotency rec
 import base64
 import copy
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from api_support import A1, JUNIT_PASS, NEW, OTHER_REV, C, P, Ready, audit_length, project_length, snapshot
 
 from functions.shared.routes import route_for
 from local.events import http_event, response_parts, with_authorizer
@@ -16,58 +16,14 @@ from sentinel.canonical import digest
 from sentinel.errors import StoreUnavailable
 from sentinel.models import EvidenceRequest, ExecutionRequest
 from sentinel.ports import IdempotencyRecord, StreamRef
-from world import BASE, CONFIG, REV, UNIT_POLICY, World, actor
+from world import CONFIG, REV, UNIT_POLICY, actor
 
-P = "/v1/projects/demo"
-C = P + "/candidates"
-OTHER_REV = "c" * 40
-NEW = {"subject": "payments", "base_revision": BASE, "revision": REV, "environment": "staging",
-       "change": {"files": ["services/payments/api.py"]}}
-JUNIT_PASS = ('<testsuite name="s"><testcase classname="a" name="t1"/><testcase classname="a" name="t2"/>'
-              '</testsuite>')
-A1 = {"action_id": "A1", "type": "dispatch_checks", "params": {"checks": ["C1"]}}
 NO_DIGEST = "0" * 64
 SMALL = 256 * 1024
 LARGE = 2 * 1024 * 1024
 
 
 # ---- helpers ------------------------------------------------------------------------------------------
-
-@dataclass
-class Ready:
-    cid: str
-    digest: str
-    obligation: str
-
-    @property
-    def path(self) -> str:
-        return f"{C}/{self.cid}"
-
-
-def snapshot(world: World) -> tuple[Any, ...]:
-    """Everything a request could change in the store."""
-    store = world.store
-    return (sorted((r.project, r.candidate_id or "", s.seq, len(s.events), len(s.facts))
-                   for r, s in store.streams.items()),
-            len(store.outbox),
-            sorted((r.project, r.candidate_id or "", scope, key, rec.status)
-                   for (r, scope, key), rec in store.idempotency.items()),
-            json.dumps(store.claims, sort_keys=True))
-
-
-def audit_length(api, cid: str) -> int:
-    status, _h, body = api.call("GET", f"{C}/{cid}/audit", as_="auditor")
-    assert status == 200, body
-    assert body["verification"]["valid"] is True
-    return int(body["verification"]["length"])
-
-
-def project_length(api) -> int:
-    status, _h, body = api.call("GET", P + "/audit", as_="admin")
-    assert status == 200, body
-    assert body["verification"]["valid"] is True
-    return int(body["verification"]["length"])
-
 
 def assert_problem(status: int, headers: dict[str, str], body: Any, expected_status: int, code: str) -> None:
     assert status == expected_status, body
