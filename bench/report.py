@@ -263,7 +263,8 @@ def decision_scaling(d: dict[str, Any]) -> list[str]:
             f"Equivalence: on {d['equivalence']['fixture']} ({d['equivalence']['decision']}, "
             f"{d['equivalence']['findings']} findings) the indexed decision is identical: "
             f"{_v(d['equivalence']['indexed_equal'])}.", "",
-            "**The quadratic spot.** " + d["quadratic_spot"], "", "**The fix.** " + d["fix"]]
+            "**Where it was quadratic** (fixed since: decisions now index once): " + d["quadratic_spot"], "",
+            "**The fix, as applied.** " + d["fix"]]
     return out
 
 
