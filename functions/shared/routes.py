@@ -163,6 +163,29 @@ def build_resolver(function: str | None) -> APIGatewayHttpResolver:
     return app
 
 
+def _early_problem(status: int, code: str, title: str, detail: str) -> dict[str, Any]:
+    """A refusal answered before the resolver runs (its own parsers would fail on what follows)."""
+    return {"statusCode": status, "headers": {"Content-Type": "application/problem+json"},
+            "body": json.dumps(problem_body(code, status, title, detail)), "isBase64Encoded": False}
+
+
+def _unreadable_body(event: dict[str, Any], body: str) -> dict[str, Any] | None:
+    """Bodies are JSON in UTF-8. A declared media type that is not JSON is 415; bytes that are not UTF-8 are
+    422. Both would otherwise reach parsers that raise instead of refusing."""
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    media = headers.get("content-type", "").split(";")[0].strip().lower()
+    if media and media != "application/json" and not media.endswith("+json"):
+        return _early_problem(415, "VALIDATION_FAILED", "The request is not valid",
+                              "send the body as application/json")
+    if event.get("isBase64Encoded"):
+        try:
+            base64.b64decode(body, validate=True).decode("utf-8")
+        except ValueError:
+            return _early_problem(422, "VALIDATION_FAILED", "The request is not valid",
+                                  "the body is not UTF-8 JSON")
+    return None
+
+
 def _decoded_size(body: str) -> int:
     try:
         return len(base64.b64decode(body, validate=True))
@@ -180,10 +203,12 @@ def lambda_handler(function: str) -> Callable[[dict[str, Any], Any], dict[str, A
                           event.get("rawPath", ""))
         size = _decoded_size(body) if event.get("isBase64Encoded") else len(body.encode("utf-8"))
         if route is not None and size > route.body_limit:
-            body = problem_body("PAYLOAD_TOO_LARGE", 413, "The body is too large",
-                                f"this route accepts at most {route.body_limit} bytes")
-            return {"statusCode": 413, "headers": {"Content-Type": "application/problem+json"},
-                    "body": json.dumps(body), "isBase64Encoded": False}
+            return _early_problem(413, "PAYLOAD_TOO_LARGE", "The body is too large",
+                                  f"this route accepts at most {route.body_limit} bytes")
+        if body:
+            refusal = _unreadable_body(event, body)
+            if refusal:
+                return refusal
         return app.resolve(event, context)
 
     return handler

@@ -61,9 +61,6 @@ def evidence(**over: Any) -> dict[str, Any]:
 CAND = P + "/candidates/cand_00000001"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG functions/shared/routes.py build_resolver: Powertools raises ValueError('Missing boundary in "
-    "multipart/form-data content-type header') and no exception handler maps it, so the Lambda fails (500)"))
 def test_multipart_without_a_boundary_is_refused_not_500(gateway) -> None:
     # Given a review body sent as multipart/form-data without a boundary
     # When it is posted
@@ -73,9 +70,6 @@ def test_multipart_without_a_boundary_is_refused_not_500(gateway) -> None:
     assert_refused(status, headers, body, 415, 422)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG functions/shared/routes.py build_resolver: a body that is not UTF-8 arrives base64-encoded (as API "
-    "Gateway sends binary bodies); Powertools' decoded_body raises UnicodeDecodeError, unmapped, so 500"))
 def test_a_body_that_is_not_utf8_is_refused_not_500(gateway) -> None:
     # Given bytes that are not UTF-8 as a JSON body
     # When they are posted
@@ -84,9 +78,6 @@ def test_a_body_that_is_not_utf8_is_refused_not_500(gateway) -> None:
     assert_refused(status, headers, body, 415, 422)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG layers/core/python/sentinel/usecases.py Gate.decision: an as_of such as 0001-01-01T00:00:00+01:00 "
-    "overflows in astimezone(UTC) with OverflowError, and only ValueError is caught, so 500"))
 @pytest.mark.parametrize("as_of", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
 def test_an_as_of_that_overflows_utc_is_refused_not_500(gateway, as_of: str) -> None:
     # Given a what-if instant that exists with its offset but not in UTC
@@ -96,9 +87,6 @@ def test_an_as_of_that_overflows_utc_is_refused_not_500(gateway, as_of: str) -> 
     assert_refused(status, headers, body, 422)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG layers/core/python/sentinel/evidence.py bind_evidence (observed = parse_time(format_time(...))): "
-    "an observed_at that overflows in UTC raises OverflowError, unmapped, so 500"))
 @pytest.mark.parametrize("observed_at", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
 def test_an_observed_at_that_overflows_utc_is_refused_not_500(gateway, observed_at: str) -> None:
     # Given evidence observed at an instant that does not exist in UTC
@@ -108,10 +96,6 @@ def test_an_observed_at_that_overflows_utc_is_refused_not_500(gateway, observed_
     assert_refused(status, headers, body, 422)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG layers/core/python/sentinel/times.py format_time: strftime('%Y') does not zero-pad years before "
-    "1000 on Linux, so '0007-03-13T09:55:32Z' becomes '7-03-13T…', which parse_time then refuses with an "
-    "unmapped ValueError in bind_evidence: 500"))
 def test_evidence_observed_before_year_1000_is_refused_not_500(gateway) -> None:
     # Given evidence observed in the year 7
     # When it is posted
@@ -121,18 +105,17 @@ def test_evidence_observed_before_year_1000_is_refused_not_500(gateway) -> None:
     assert_refused(status, headers, body, 422)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG layers/core/python/sentinel/times.py format_time: a what-if as_of before year 1000 is formatted "
-    "without zero padding ('999-12-31T…'), which sorts after '2026-…' as text, so facts recorded in 2026 "
-    "count as already recorded in the year 999 (rule 2: only facts recorded at or before as_of)"))
 def test_a_what_if_before_year_1000_sees_no_later_fact(gateway) -> None:
+    """Found by the fuzzer: an unpadded year 999 sorted after 2026 as text, so later facts counted (rule 2).
+    Stored instants are now kept to the years 1970..9999, where text order is time order."""
     # Given a candidate created in 2026
-    # When its decision is read as of the year 999
+    # When its decision is read as of the year 999, and as of 1970
     status, _headers, body = send(gateway, "GET", CAND + "/decision", query={"as_of": "0999-12-31T23:59:59Z"})
-    # Then it holds with nothing recorded yet (no obligations), and as_of is the instant asked for
-    assert status == 200 and body["decision"] == "hold"
-    assert "NO_OBLIGATIONS" in {f["code"] for f in body["findings"]}
-    assert body["as_of"].startswith("0999-12-31T23:59:59")
+    early = send(gateway, "GET", CAND + "/decision", query={"as_of": "1970-01-01T00:00:00Z"})
+    # Then the year 999 is refused as a time the gate cannot order, and 1970 holds with nothing recorded yet
+    assert status == 422 and body["code"] == "VALIDATION_FAILED"
+    assert early[0] == 200 and early[2]["decision"] == "hold"
+    assert "NO_OBLIGATIONS" in {f["code"] for f in early[2]["findings"]}
 
 
 @pytest.mark.parametrize("route", ["execution params", "openapi document", "NaN literal"])
@@ -157,10 +140,6 @@ def test_json_that_rfc8785_cannot_canonicalise_is_refused_not_500(gateway, route
     assert_refused(status, out, problem, 409, 422)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG layers/core/python/sentinel/memory.py MemoryStore.list_claims: int(cursor) on a cursor it never "
-    "issued raises ValueError (500); the DynamoDB store refuses the same cursor with 422 VALIDATION_FAILED, "
-    "so the reference fake disagrees with the adapter it stands in for"))
 def test_a_foreign_listing_cursor_is_refused_by_the_reference_store(gateway) -> None:
     # Given a cursor this service never issued
     # When candidates are listed from it

@@ -185,13 +185,6 @@ def test_a_competing_write_of_the_same_kind_at_every_store_call(moto: Any, table
         world.drop()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG layers/core/python/sentinel/usecases.py Gate.execute/_candidate_head: the execution's transaction "
-    "re-checks the approval against approval_valid_until kept in the candidate's chain head, which is computed "
-    "with the configuration of the candidate's last write. Lowering approvals_required (2 -> 1) on the project "
-    "chain never refreshes it, so an execution the rules allow loses its own condition on every retry and "
-    "answers 503 STATE_UNAVAILABLE 'retry shortly' until some other write to the candidate happens. Fails "
-    "closed, but retrying never helps."))
 def test_an_execution_allowed_after_approvals_required_is_lowered_goes_through(moto: Any, tables: Tables,
                                                                                frozen: dict[str, Any]) -> None:
     # Given a project that needs two approvals, and a plan with one (so the chain head records no approval)

@@ -470,11 +470,6 @@ def test_api6_no_self_approval_no_agent_or_ci_approver(stack: Any) -> None:
     assert (status, codes(body)) == (403, "SELF_APPROVAL")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG layers/core/python/sentinel/state.py CandidateState.plan_authors (used by reviews.excluded_approvers): "
-    "the authors are collected only up to the FIRST plan version carrying the approved digest. A reviewer who "
-    "re-submits the current plan unchanged (same digest, a new version authored by them) is not excluded and "
-    "may approve it, although rule 12 excludes whoever authored any plan version up to the approved digest."))
 def test_api6_a_reviewer_who_resubmitted_the_plan_cannot_approve_it(stack: Any) -> None:
     s, _ids = stack
     p = "/v1/projects/demo/candidates"

@@ -382,13 +382,6 @@ def test_a_chain_reforged_from_the_middle_is_caught_by_the_checkpoints(tampered:
 
 # ---- what a tampered chain must not be used for --------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG layers/core/python/sentinel/usecases.py Gate.execute (and every write: post_evidence, report, review, "
-    "settle): a write is judged from the chain's facts without verifying them. A rejection edited into an "
-    "approval, with the head's approval_valid_until (which verification does not cover) pushed forward to "
-    "pass the transaction's own condition, lets the gate execute the action, emit the side effect and audit "
-    "it as legitimate, while every decision on that chain already holds with STATE_TAMPERED. Expected: the "
-    "write is refused (nothing appended, no outbox item) when the chain does not verify."))
 def test_an_execution_on_a_chain_whose_rejection_was_edited_into_an_approval_is_refused(tampered: Any) -> None:
     # Given a plan the reviewer rejected, that rejection edited into an approval in its item, and the head's
     # approval expiry moved to match
@@ -412,19 +405,18 @@ def test_an_execution_on_a_chain_whose_rejection_was_edited_into_an_approval_is_
     assert not executed.accepted and outbox == [], (executed, outbox)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG layers/core/python/sentinel/usecases.py Gate.candidate (and state.parse_facts): a stored fact that is "
-    "not JSON raises JSONDecodeError out of every route but the decision ones (GET candidate, evidence, "
-    "reports, reviews, executions), so the API answers a bare 500 instead of a problem document; only "
-    "_evaluate catches it (hold with STATE_TAMPERED)"))
 def test_a_fact_that_is_not_json_is_answered_with_a_problem_on_every_route(tampered: Any) -> None:
     # Given the review fact replaced by bytes that are not JSON
     world, table = tampered()
     item = table.get(table.sk(5))
     item["fact"] = {"S": "{not json"}
     table.put(item)
-    # When the candidate is read, and evidence is posted
+    # When the candidate is read, and a new review is written (a replay of an earlier success would only
+    # return its recorded answer, acting on no fact)
+    before = table.length()
     read = outcome(lambda: world.gate.get_candidate(PROJECT, world.flow.candidate_id, REQUESTER))
-    posted = world.step("evidence 1")
-    # Then both are refusals (problem documents), never an unhandled error
-    assert read.code and posted.code
+    written = outcome(lambda: world.gate.review(PROJECT, world.flow.candidate_id, REVIEWER_2, ReviewRequest(
+        decision="reject", plan_digest=world.flow.digest, revision=REV), None))
+    # Then both are refusals with a retryable code, never an unhandled error, and nothing was appended
+    assert (read.code, written.code) == ("STATE_UNAVAILABLE", "STATE_UNAVAILABLE")
+    assert table.length() == before

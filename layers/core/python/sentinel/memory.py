@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from .errors import StoreConflict
+from .errors import Refusal, StoreConflict
 from .ports import Append, ClaimTaken, IdempotencyRecord, Stream, StreamRef
 
 
@@ -96,7 +96,10 @@ class MemoryStore:
     def list_claims(self, project: str, limit: int, cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
         with self._lock:
             rows = sorted(self.claims.get(project, {}).items())
-        start = int(cursor) if cursor else 0
+        try:
+            start = int(cursor) if cursor else 0
+        except ValueError as error:  # as the DynamoDB store does: a cursor this store did not issue
+            raise Refusal("VALIDATION_FAILED", "cursor is not one this service issued") from error
         page = [row for _key, row in rows[start:start + limit]]
         return page, (str(start + limit) if start + limit < len(rows) else None)
 

@@ -31,6 +31,13 @@ def _not_blank(value: str) -> str:
     return value
 
 
+def _storable_time(value: Any) -> Any:
+    from .times import format_time
+
+    format_time(value)  # raises ValueError outside the years 1970..9999
+    return value
+
+
 Ident = Annotated[str, StringConstraints(pattern=IDENT)]
 Text = Annotated[str, StringConstraints(max_length=4000)]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_not_blank)]
@@ -191,7 +198,7 @@ class EvidenceRequest(Strict):
     revision: str
     environment: Ident
     scope: list[Path] = Field(max_length=2000)
-    observed_at: Annotated[AwareDatetime, Field(strict=False)]  # RFC 3339 text in JSON
+    observed_at: Annotated[AwareDatetime, Field(strict=False), AfterValidator(_storable_time)]  # RFC 3339
     source: Source
     junit_xml: str | None = None
     result: ExitResult | None = None

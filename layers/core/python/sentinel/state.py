@@ -181,9 +181,8 @@ class CandidateState:
         return any(s["plan_digest"] == digest and s["task_id"] == task_id for s in self.settlements)
 
     def plan_authors(self, up_to_digest: str | None) -> list[dict[str, Any]]:
-        authors = []
-        for plan in self.plans:
-            authors.append(plan["author"])
-            if plan["plan_digest"] == up_to_digest:
-                break
-        return authors
+        """Authors of every version up to the last one with that digest (a resubmitted digest counts its
+        resubmitter too); every author when the digest is unknown."""
+        last = max((i for i, p in enumerate(self.plans) if p["plan_digest"] == up_to_digest),
+                   default=len(self.plans) - 1)
+        return [p["author"] for p in self.plans[:last + 1]]

@@ -5,18 +5,31 @@ do; DynamoDB condition expressions compare them as strings (for example an appro
 
 from datetime import UTC, datetime, timedelta
 
+MIN_YEAR, MAX_YEAR = 1970, 9999
+
 
 def format_time(instant: datetime) -> str:
+    """Refuses instants outside 1970..9999 UTC: only those keep a four-digit year, so that text order is
+    time order (an unpadded year 999 would sort after 2026)."""
     if instant.tzinfo is None:
         raise ValueError("naive datetimes are refused: every instant is UTC")
-    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    try:
+        utc = instant.astimezone(UTC)
+    except OverflowError as error:
+        raise ValueError("the instant is outside the years 1970 to 9999") from error
+    if not MIN_YEAR <= utc.year <= MAX_YEAR:
+        raise ValueError("the instant is outside the years 1970 to 9999")
+    return f"{utc.year:04d}-" + utc.strftime("%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_time(text: str) -> datetime:
     value = datetime.fromisoformat(text.replace("Z", "+00:00"))
     if value.tzinfo is None:
         raise ValueError(f"time without an offset: {text!r}")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError as error:
+        raise ValueError("the instant is outside the years 1970 to 9999") from error
 
 
 def plus_seconds(text: str, seconds: int) -> str:

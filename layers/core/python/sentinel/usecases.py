@@ -144,7 +144,11 @@ class Gate:
             raise Refusal("NOT_FOUND", "no such project")
         if not stream.complete:
             raise _unavailable("the project's chain is larger than one read may page through; nothing was changed")
-        return stream, ProjectState.from_facts(project, stream.facts)
+        self._require_intact(stream)
+        try:
+            return stream, ProjectState.from_facts(project, stream.facts)
+        except (ValueError, KeyError, TypeError) as error:
+            raise _unavailable("a stored fact of the project cannot be read; nothing was changed") from error
 
     def candidate(self, project: str, candidate_id: str, as_of: str | None = None
                   ) -> tuple[Stream, CandidateState]:
@@ -153,7 +157,19 @@ class Gate:
             raise Refusal("NOT_FOUND", "no such candidate")
         if not stream.complete:
             raise _unavailable("the candidate's chain is larger than one read may page through; nothing was changed")
-        return stream, CandidateState.from_facts(parse_facts(stream.facts), as_of)
+        self._require_intact(stream)
+        try:
+            return stream, CandidateState.from_facts(parse_facts(stream.facts), as_of)
+        except (ValueError, KeyError, TypeError, LookupError) as error:
+            raise _unavailable("a stored fact of the candidate cannot be read; nothing was changed") from error
+
+    def _require_intact(self, stream: Stream) -> None:
+        """Nothing is judged from facts the chain no longer vouches for: a tampered chain refuses every write
+        (and every read that would act on it) until an operator restores it; decisions hold with STATE_TAMPERED."""
+        verification = self.verify(stream)
+        if not verification.valid:
+            raise _unavailable(f"the audit chain fails verification at seq {verification.first_bad_seq} "
+                               f"({verification.reason}); nothing was changed: an operator must restore it")
 
     def config(self, project_state: ProjectState, as_of: str | None = None) -> ProjectConfig:
         config = project_state.config(as_of)
@@ -626,6 +642,7 @@ class Gate:
             if len(done) >= declared["max_executions"]:
                 raise Refusal("ACTION_EXHAUSTED", f"action {action_id} ran {len(done)} of "
                               f"{declared['max_executions']} time(s) under this plan digest")
+            stored_until = str((stream.head or {}).get("approval_valid_until", ""))
             execution_id = self.ids.new_id("exe")
             side_effect = {"type": declared["type"], "params": declared["params"], "delivery": "outbox",
                            "outbox_id": f"{candidate_id}/{execution_id}"}
@@ -637,12 +654,20 @@ class Gate:
                        "candidate_id": candidate_id, "execution_id": execution_id, "action_id": action_id,
                        "action_type": declared["type"], "params": declared["params"], "plan_digest": digest_,
                        "recorded_at": now}]
+            if stored_until == (valid_until or ""):
+                approval_check: str | None = self.now()  # the write's condition re-checks the expiry
+            else:
+                # The head predates a configuration change (approvals_required lowered): its stored validity is
+                # stale, so the approval is judged here, on a fresh clock reading, and the write refreshes it.
+                if not valid_until or valid_until <= self.now():
+                    raise Refusal("PLAN_NOT_APPROVED", "the approval of the current plan has expired")
+                approval_check = None
             return self.commit(stream, ref, "action.executed", actor.id, fact,
                                lambda seq: {"execution_id": execution_id, "action_id": action_id,
                                             "plan_digest": digest_, "side_effect": side_effect, "seq": seq},
                                idem=idem, outbox=outbox, head={"plan_digest": digest_,
                                                                "approval_valid_until": valid_until or ""},
-                               require_plan_digest=digest_, require_approval_after=self.now(),
+                               require_plan_digest=digest_, require_approval_after=approval_check,
                                require_project_seq=pstream.seq)
         return self.idempotent(ref, f"action:{action_id}", key, actor, request.model_dump(mode="json"), run)
 
@@ -738,8 +763,9 @@ class Gate:
         if as_of is not None:
             try:
                 as_of = format_time(parse_time(as_of))
-            except ValueError as error:
-                raise Refusal("VALIDATION_FAILED", "as_of must be an RFC 3339 time with an offset") from error
+            except (ValueError, OverflowError) as error:
+                raise Refusal("VALIDATION_FAILED", "as_of must be an RFC 3339 time with an offset, "
+                              "between the years 1970 and 9999") from error
         verdict = self.evaluate(project, candidate_id, actor, as_of)
         return Result(200, {**verdict.as_dict(), "as_of_source": "caller" if as_of else "service"})
 
