@@ -7,6 +7,8 @@ from run_lock import exclusive
 
 from world import World
 
+pytest_plugins = ["moto_fixtures"]
+
 
 @pytest.fixture
 def world() -> World:

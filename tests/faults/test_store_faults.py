@@ -35,7 +35,6 @@ from faults.moto_world import (
     Tables,
     audit_table,
     decision_of,
-    moto_dynamodb,
 )
 
 from sentinel.ports import StreamRef
@@ -44,19 +43,6 @@ from world import PROJECT
 NOTHING_DONE = ("throttle", "timeout", "server_error")  # the call failed before it took effect
 READ_MODES = (*NOTHING_DONE, "lost_response")
 DECISIONS = ("decide", "read decision")
-
-
-@pytest.fixture(scope="module")
-def moto() -> Any:
-    with moto_dynamodb() as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def tables(moto: Any) -> Any:
-    made = Tables(moto)
-    yield made
-    made.drop_all()
 
 
 @pytest.fixture(scope="module")

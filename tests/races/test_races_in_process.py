@@ -13,26 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from faults.moto_world import DynamoWorld, Flow, Outcome, Tables, audit_table, moto_dynamodb, outcome
+from faults.moto_world import DynamoWorld, Flow, Outcome, Tables, audit_table, outcome
 
 from functions.shared.dynamodb_store import DynamoStateStore
 from sentinel.memory import SequentialIds
 from sentinel.models import ExecutionRequest, ProjectConfig, ReportRequest, ReviewRequest
 from sentinel.usecases import Gate
 from world import ADMIN, CONFIG, PROJECT, REQUESTER, REV, REVIEWER_2
-
-
-@pytest.fixture(scope="module")
-def moto() -> Any:
-    with moto_dynamodb() as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def tables(moto: Any) -> Any:
-    made = Tables(moto)
-    yield made
-    made.drop_all()
 
 
 @pytest.fixture(scope="module")

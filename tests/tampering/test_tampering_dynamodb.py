@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from faults.moto_world import DynamoWorld, Flow, Frozen, Tables, moto_dynamodb, outcome
+from faults.moto_world import DynamoWorld, Flow, Frozen, Tables, outcome
 
 from local.relay import EventLog, OutboxRelay
 from sentinel.audit import event_hash, fact_digest
@@ -26,19 +26,6 @@ from sentinel.usecases import Gate
 from world import AUDITOR, BASE, PROJECT, REQUESTER, REV, REVIEWER_2
 
 EVENT_FIELDS = ("project", "candidate_id", "seq", "type", "actor", "at", "payload_digest", "prev_hash", "hash")
-
-
-@pytest.fixture(scope="module")
-def moto() -> Any:
-    with moto_dynamodb() as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def tables(moto: Any) -> Any:
-    made = Tables(moto)
-    yield made
-    made.drop_all()
 
 
 @pytest.fixture(scope="module")
