@@ -107,7 +107,7 @@ def cmd_principals(args: argparse.Namespace) -> int:
             for principal in rt.admin.list():
                 print(json.dumps(principal, sort_keys=True))
     except PrincipalRefused as refused:
-        return fail(refused.code, str(refused))
+        return fail(refused.code, refused.message)
     except ValueError as error:
         return fail("VALIDATION_FAILED", str(error), "durations look like 30m, 12h or 90d")
     return 0
