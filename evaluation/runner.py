@@ -55,14 +55,7 @@ class RunResult:
 
 
 def _snapshot(world: World) -> tuple[Any, ...]:
-    """Everything a request could change in the store."""
-    memory = world.memory
-    return (sorted((r.project, r.candidate_id or "", s.seq, len(s.events), len(s.facts))
-                   for r, s in memory.streams.items()),
-            len(memory.outbox),
-            sorted((r.project, r.candidate_id or "", scope, key, rec.status)
-                   for (r, scope, key), rec in memory.idempotency.items()),
-            json.dumps(memory.claims, sort_keys=True))
+    return world.memory.snapshot()
 
 
 def _summary(body: Any) -> dict[str, Any]:

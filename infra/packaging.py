@@ -152,8 +152,9 @@ def _pip(*args: str) -> None:
 
 
 @contextlib.contextmanager
-def _exclusive(lock_file: Path) -> Iterator[None]:
-    """Serialise builders sharing the cache (make and parallel test workers)."""
+def exclusive(lock_file: Path) -> Iterator[None]:
+    """Serialise processes sharing a folder: builders sharing the cache (make, parallel test workers), and
+    test workers sharing one build or synth."""
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     with lock_file.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -171,7 +172,7 @@ def cached_wheels(lock: Path = DEPS_LOCK, cache: Path = CACHE) -> Path:
     """The wheels the lock names, downloaded once per lock digest (hash-checked by pip)."""
     wheels = cache / f"deps-wheels-{lock_digest(lock)[:16]}"
     done = wheels / ".complete"
-    with _exclusive(cache / ".lock"):
+    with exclusive(cache / ".lock"):
         if not done.exists():
             shutil.rmtree(wheels, ignore_errors=True)
             _pip("download", "--quiet", "--no-deps", "--require-hashes", "-r", str(lock), "--dest", str(wheels),

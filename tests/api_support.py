@@ -1,7 +1,6 @@
 """What the HTTP-level tests share: the demo project's paths and bodies, a ready candidate's handle, and a
 snapshot of everything a request could change in the in-memory store."""
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,14 +28,7 @@ class Ready:
 
 
 def snapshot(world: World) -> tuple[Any, ...]:
-    """Everything a request could change in the store."""
-    store = world.store
-    return (sorted((r.project, r.candidate_id or "", s.seq, len(s.events), len(s.facts))
-                   for r, s in store.streams.items()),
-            len(store.outbox),
-            sorted((r.project, r.candidate_id or "", scope, key, rec.status)
-                   for (r, scope, key), rec in store.idempotency.items()),
-            json.dumps(store.claims, sort_keys=True))
+    return world.store.snapshot()
 
 
 def audit_length(api, cid: str) -> int:

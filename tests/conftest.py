@@ -3,8 +3,8 @@
 from pathlib import Path
 
 import pytest
-from run_lock import exclusive
 
+from infra.packaging import exclusive
 from world import World
 
 pytest_plugins = ["moto_fixtures"]

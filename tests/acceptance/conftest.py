@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from run_lock import exclusive
 
 from acceptance.emulation import Synth, read_synth, synthesize
 from functions.shared import names
+from infra.packaging import exclusive
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # infra/ and app.py live at the repository root, outside the installed packages

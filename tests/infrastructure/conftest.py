@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from infra_support import CONTEXT, STACK, Synthesized, WithheldAcknowledgements, nag_findings
-from run_lock import exclusive
 
 from functions.shared.names import stack_name
+from infra.packaging import exclusive
 
 
 @pytest.fixture(scope="session")

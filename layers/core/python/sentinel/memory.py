@@ -43,6 +43,17 @@ class MemoryStore:
         self.loads = 0
         self._lock = threading.Lock()
 
+    def snapshot(self) -> tuple[Any, ...]:
+        """Everything a request could change: chains, outbox, idempotency records, claims (a refused request
+        must leave it equal)."""
+        with self._lock:
+            return (sorted((r.project, r.candidate_id or "", s.seq, len(s.events), len(s.facts))
+                           for r, s in self.streams.items()),
+                    len(self.outbox),
+                    sorted((r.project, r.candidate_id or "", scope, key, rec.status)
+                           for (r, scope, key), rec in self.idempotency.items()),
+                    json.dumps(self.claims, sort_keys=True))
+
     def load(self, ref: StreamRef) -> Stream | None:
         with self._lock:
             self.loads += 1
