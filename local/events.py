@@ -1,7 +1,6 @@
 """API Gateway HTTP API (payload format 2.0) events, as the gateway builds them for Lambda."""
 
 import base64
-import json
 import time
 import uuid
 from typing import Any
@@ -64,6 +63,3 @@ def response_parts(result: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
     data = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode("utf-8")
     return status, headers, data
 
-
-def json_body(data: bytes) -> Any:
-    return json.loads(data) if data else None

@@ -11,7 +11,6 @@ from .state import CandidateState, ProjectState
 from .times import parse_time
 
 TRUST_FINDING = {"unverified": "EVIDENCE_UNVERIFIED", "untrusted": "EVIDENCE_UNTRUSTED"}
-BINDING_FINDINGS = ("EVIDENCE_WRONG_SUBJECT", "EVIDENCE_WRONG_REVISION", "EVIDENCE_WRONG_ENVIRONMENT")
 
 
 def finding(code: str, detail: str, *, obligation_id: str | None = None, check_id: str | None = None,
