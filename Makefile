@@ -22,7 +22,7 @@ dev: setup
 	$(BIN)/sentinel serve --seed
 
 demo: setup
-	$(BIN)/python -m local.demo
+	$(BIN)/python -m sentinel_runner.demo
 
 lint: setup
 	$(BIN)/ruff check .

@@ -14,10 +14,10 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from functions.shared import names
-from infra import packaging
-from infra.config import DeploymentConfig
-from infra.stack import SentinelStack
+from sentinel_infra import packaging
+from sentinel_infra.config import DeploymentConfig
+from sentinel_infra.stack import SentinelStack
+from sentinel_service import names
 
 CDK_JSON = Path(__file__).resolve().parent / "cdk.json"
 

@@ -11,8 +11,8 @@ SIZES = (10_000, 100_000)
 
 def build_chain(n: int, project: str = "bench", candidate_id: str | None = "cand_audit"
                 ) -> tuple[list[dict[str, Any]], dict[int, str], dict[str, Any]]:
-    from sentinel import audit
-    from sentinel.canonical import canonical_text
+    from sentinel_domain import audit
+    from sentinel_domain.canonical import canonical_text
 
     events: list[dict[str, Any]] = []
     facts: dict[int, str] = {}
@@ -32,7 +32,7 @@ def build_chain(n: int, project: str = "bench", candidate_id: str | None = "cand
 
 def run(quick: bool) -> dict[str, Any]:
     ensure_repo_on_path()
-    from sentinel.audit import AuditChain
+    from sentinel_domain.audit import AuditChain
 
     sizes = (10_000, 30_000) if quick else SIZES
     rows = []

@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "layers" / "core" / "python"))
+sys.path.insert(0, str(REPO / "src"))
 
-from sentinel.derivation import derive  # noqa: E402
-from sentinel.errors import Refusal  # noqa: E402
-from sentinel.evidence import EvidenceRefused, judge  # noqa: E402
-from sentinel.junit import parse_junit  # noqa: E402
-from sentinel.models import Change, EvidenceRequest, Policy, ProjectConfig  # noqa: E402
-from sentinel.openapi import diff_openapi  # noqa: E402
+from sentinel_domain.derivation import derive  # noqa: E402
+from sentinel_domain.errors import Refusal  # noqa: E402
+from sentinel_domain.evidence import EvidenceRefused, judge  # noqa: E402
+from sentinel_domain.junit import parse_junit  # noqa: E402
+from sentinel_domain.models import Change, EvidenceRequest, Policy, ProjectConfig  # noqa: E402
+from sentinel_domain.openapi import diff_openapi  # noqa: E402
 
 CORPUS = REPO.parent / "shared" / "corpus"
 LARGEST = CORPUS / "junit" / "producers" / "jest-junit-jest-repo-4239-tests-large.xml"
@@ -92,7 +92,7 @@ def junit_throughput(repeat: int) -> dict[str, Any]:
     ours = parse_junit(text)
     theirs = with_junitparser()
     rows = {}
-    for name, action in (("sentinel.junit.parse_junit", lambda: parse_junit(text)),
+    for name, action in (("sentinel_domain.junit.parse_junit", lambda: parse_junit(text)),
                          ("junitparser.JUnitXml.fromstring + classify", with_junitparser),
                          ("junitparser.JUnitXml.fromstring only", lambda: JUnitXml.fromstring(text))):
         action()  # warm

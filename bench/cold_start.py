@@ -2,7 +2,7 @@
 
 Each measurement is a fresh interpreter started with `-S -B`: no site-packages of the venv, no `.pth`
 finders, no bytecode written. Its path is laid out as Lambda lays it out: the function package (`task`:
-functions/ and the baseline), the layers (`opt`: the sentinel core and the third-party deps layer), and
+sentinel_service/ and the baseline), the layers (`opt`: the sentinel_domain core and the third-party deps layer), and
 the packages the managed runtime provides (`sdk`: boto3, botocore and their own dependencies). Those trees
 are copies without `__pycache__`, so three modes can be measured side by side:
 
@@ -36,7 +36,7 @@ from bench.common import FAKE_AWS, REPO, ensure_repo_on_path, median, r, section
 
 # Provided by the Lambda Python runtime; the deps layer leaves them out (infra/deps-layer.txt).
 RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer", "urllib3", "dateutil", "six"})
-OWN = frozenset({"functions", "sentinel", "naive_handler"})
+OWN = frozenset({"sentinel_service", "sentinel_domain", "naive_handler"})
 BASELINE_ONLY = frozenset({"aws_xray_sdk", "wrapt"})  # in the copied deps tree for the baseline alone
 # What the report lists per handler: heavy third-party roots, the submodules that reveal work done at
 # import (a client built, the X-Ray SDK, parser envelopes), and heavy standard-library packages.
@@ -52,7 +52,7 @@ MODES = {
 }
 SETUP = {
     # The work the first request adds on a cold start: Sentinel builds its store client lazily.
-    "sentinel": "from functions.shared import bootstrap\nbootstrap._built_gate()",
+    "sentinel": "from sentinel_service import compose\ncompose.lambda_services()",
     "authorizer": "mod._resolve()",
     "naive": "pass",  # built at import already
 }
@@ -94,18 +94,18 @@ class Variant:
 
 def jobs_and_variants() -> tuple[list[Job], list[Variant]]:
     ensure_repo_on_path()
-    from functions.shared.routes import FUNCTIONS
+    from sentinel_service.http.routes import FUNCTIONS
 
-    jobs = [Job(name, f"functions.{name}.handler", "sentinel") for name in FUNCTIONS]
-    jobs.append(Job("authorizer", "functions.authorizer.handler", "authorizer"))
+    jobs = [Job(name, f"sentinel_service.handlers.{name}", "sentinel") for name in FUNCTIONS]
+    jobs.append(Job("authorizer", "sentinel_service.handlers.authorizer", "authorizer"))
     jobs.append(Job("naive", "naive_handler", "naive"))
     variants = [
         Variant("authorizer-without-pydantic",
-                "functions/shared/principals.py takes IDENT, PROJECT_ID and ROLES_BY_KIND from a pydantic-free "
-                "module (sentinel/identity.py, which sentinel/models.py would re-export) instead of "
-                "sentinel.models", ("authorizer",)),
+                "sentinel_service/adapters/principals.py takes IDENT, PROJECT_ID and ROLES_BY_KIND from a pydantic-free "
+                "module (sentinel_domain/identity.py, which sentinel_domain/models.py would re-export) instead of "
+                "sentinel_domain.models", ("authorizer",)),
         Variant("models-defer-build",
-                "sentinel/models.py: Strict.model_config gains defer_build=True, so each pydantic model builds "
+                "sentinel_domain/models.py: Strict.model_config gains defer_build=True, so each pydantic model builds "
                 "its validator on first use instead of at import", ("gating",)),
         Variant("pydantic-plugins-off",
                 "the functions' environment sets PYDANTIC_DISABLE_PLUGINS=__all__ (infra), so pydantic never "
@@ -180,22 +180,22 @@ def _patch_variant(variant: Variant, task: Path, opt: Path) -> None:
         variant.applied = True
     elif variant.name == "authorizer-without-pydantic":
         ensure_repo_on_path()
-        from sentinel import models
+        from sentinel_domain import models
 
-        principals = task / "functions" / "shared" / "principals.py"
+        principals = task / "sentinel_service" / "adapters" / "principals.py"
         text = principals.read_text()
-        line = "from sentinel.models import IDENT, PROJECT_ID, ROLES_BY_KIND"
+        line = "from sentinel_domain.models import IDENT, PROJECT_ID, ROLES_BY_KIND"
         if line not in text:
             variant.notes.append("principals.py no longer has the expected import; variant not applied")
             return
         roles = ", ".join(f"{k!r}: frozenset({sorted(v)!r})" for k, v in models.ROLES_BY_KIND.items())
-        (opt / "sentinel" / "identity.py").write_text(
+        (opt / "sentinel_domain" / "identity.py").write_text(
             '"""Identifier patterns and the roles of each kind: no pydantic, for the authorizer."""\n\n'
             f"PROJECT_ID = {models.PROJECT_ID!r}\nIDENT = {models.IDENT!r}\nROLES_BY_KIND = {{{roles}}}\n")
-        principals.write_text(text.replace(line, "from sentinel.identity import IDENT, PROJECT_ID, ROLES_BY_KIND"))
+        principals.write_text(text.replace(line, "from sentinel_domain.identity import IDENT, PROJECT_ID, ROLES_BY_KIND"))
         variant.applied = True
     elif variant.name == "models-defer-build":
-        path = opt / "sentinel" / "models.py"
+        path = opt / "sentinel_domain" / "models.py"
         text = path.read_text()
         old = 'model_config = ConfigDict(extra="forbid", frozen=True, strict=True)'
         if old not in text:
@@ -219,9 +219,9 @@ def build_trees(root: Path, tops: list[str], variants: list[Variant]) -> dict[st
         for variant in [Variant("as-is", "", ()), *variants]:
             task = root / flavour / "app" / variant.name / "task"
             opt = root / flavour / "app" / variant.name / "opt"
-            _copy(REPO / "functions", task / "functions")
+            _copy(REPO / "src" / "sentinel_service", task / "sentinel_service")
             _copy(REPO / "bench" / "naive_handler.py", task / "naive_handler.py")
-            _copy(REPO / "layers" / "core" / "python" / "sentinel", opt / "sentinel")
+            _copy(REPO / "src" / "sentinel_domain", opt / "sentinel_domain")
             if variant.name != "as-is":
                 _patch_variant(variant, task, opt)
     subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "2", str(root / "bc")], check=True,
@@ -356,7 +356,7 @@ def run(quick: bool) -> dict[str, Any]:
                      "deps_layer_pyc_mb": _tree_mb(root / "bc" / "deps", ".pyc", BASELINE_ONLY),
                      "core_and_functions_pyc_mb": _tree_mb(root / "bc" / "app" / "as-is", ".pyc"),
                      "note": "this machine's CPython 3.11 bytecode of the deps layer's packages (without what only "
-                             "the baseline needs) and of sentinel/ and functions/; 3.13 bytecode is of the same "
+                             "the baseline needs) and of sentinel_domain/ and sentinel_service/; 3.13 bytecode is of the same "
                              "order"}
     return _summarise(jobs, variants, samples, details, runs, modes, tops, setup_seconds, pyc_sizes)
 
@@ -429,7 +429,7 @@ def _summarise(jobs: list[Job], variants: list[Variant], samples: dict[str, dict
     return {
         "python": sys.version.split()[0], "interpreter_flags": "-S -B (no site, no bytecode written)",
         "runs_per_figure": runs, "modes": {m: MODES[m] for m in modes},
-        "layout": "task (functions/, naive_handler.py), opt (sentinel/, deps layer), sdk (runtime-provided: "
+        "layout": "task (sentinel_service/, naive_handler.py), opt (sentinel_domain/, deps layer), sdk (runtime-provided: "
                   + ", ".join(sorted(RUNTIME_PROVIDED)) + ")",
         "third_party_copied": tops, "tree_setup_seconds": r(setup_seconds, 1),
         "setup_step": {k: v.replace("\n", "; ") for k, v in SETUP.items()},

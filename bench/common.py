@@ -30,7 +30,7 @@ FAKE_AWS = {
 
 def ensure_repo_on_path() -> None:
     """`python bench/run.py` and `python -m bench` both find the repository's packages."""
-    for path in (str(REPO), str(REPO / "layers" / "core" / "python")):
+    for path in (str(REPO), str(REPO / "src")):
         if path not in sys.path:
             sys.path.insert(0, path)
 

@@ -35,7 +35,7 @@ def run(quick: bool) -> dict[str, Any]:
     ensure_repo_on_path()
     from bench import fixtures
     from bench.proposals import decide_indexed
-    from sentinel.decision import decide
+    from sentinel_domain.decision import decide
 
     sizes = SIZES[:3] if quick else SIZES
     now = fixtures.fixed_now()

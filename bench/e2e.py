@@ -75,14 +75,14 @@ def _load(call: Any, threads: int, seconds: float) -> dict[str, Any]:
 
 
 def over_http(levels: tuple[int, ...], seconds: float) -> dict[str, Any]:
-    from client.api import SentinelClient
-    from client.flow import run_ready_flow
+    from sentinel_client.api import SentinelClient
+    from sentinel_client.flow import run_ready_flow
 
     with tempfile.TemporaryDirectory(prefix="sentinel-bench-e2e-") as tmp:
         env = dict(os.environ, SENTINEL_TOKEN_KEY_FILE=str(Path(tmp) / "token.key"))
         env.pop("AWS_LAMBDA_FUNCTION_NAME", None)
         process = subprocess.Popen(
-            [sys.executable, "-m", "local.cli", "serve", "--seed", "--rate", "0", "--event-log",
+            [sys.executable, "-m", "sentinel_runner.cli", "serve", "--seed", "--rate", "0", "--event-log",
              str(Path(tmp) / "events.jsonl")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=env, cwd=str(REPO))
         try:
@@ -121,8 +121,8 @@ def in_process(levels: tuple[int, ...], seconds: float) -> dict[str, Any]:
 
     from bench.inproc import build_world
     from bench.metering import TimingClient
-    from client.flow import run_ready_flow
-    from local.embedded import EmbeddedStore, LockedClient
+    from sentinel_client.flow import run_ready_flow
+    from sentinel_runner.embedded import EmbeddedStore, LockedClient
 
     embedded = EmbeddedStore()
     endpoint = embedded.start()

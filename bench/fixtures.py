@@ -10,14 +10,14 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sentinel import audit
-from sentinel.canonical import canonical_text
-from sentinel.derivation import obligation_id
-from sentinel.models import Policy, ProjectConfig
-from sentinel.plans import fallback_plan, plan_digest
-from sentinel.ports import Append, StreamRef
-from sentinel.state import CandidateState, ProjectState, parse_facts
-from sentinel.times import format_time
+from sentinel_domain import audit
+from sentinel_domain.canonical import canonical_text
+from sentinel_domain.derivation import obligation_id
+from sentinel_domain.models import Policy, ProjectConfig
+from sentinel_domain.plans import fallback_plan, plan_digest
+from sentinel_domain.ports import Append, StreamRef
+from sentinel_domain.state import CandidateState, ProjectState, parse_facts
+from sentinel_domain.times import format_time
 
 PROJECT = "bench"
 REV = "c" * 40
@@ -148,7 +148,7 @@ class _CaptureClient:
 def chain_items(table: str, project: str, candidate_id: str | None, facts: list[dict[str, Any]],
                 ) -> list[dict[str, Any]]:
     """The items DynamoStateStore writes for this chain, appended fact by fact; only the last HEAD kept."""
-    from functions.shared.dynamodb_store import DynamoStateStore
+    from sentinel_service.adapters.dynamodb_store import DynamoStateStore
 
     capture = _CaptureClient()
     store = DynamoStateStore(capture, table)

@@ -1,6 +1,6 @@
-"""The real handlers in-process: the emulated API Gateway (local.gateway.LocalGateway) with the real
+"""The real handlers in-process: the emulated API Gateway (sentinel_runner.gateway.LocalGateway) with the real
 authorizer, the gate over DynamoStateStore over a client of our choosing, and the stdlib client's own flow
-(client.flow.run_ready_flow) driven through it by a SentinelClient whose transport is the gateway."""
+(sentinel_client.flow.run_ready_flow) driven through it by a SentinelClient whose transport is the gateway."""
 
 import json
 import os
@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from client.api import ACCEPT, Response, SentinelClient, quote_etag
-from functions.shared.routes import route_for
+from sentinel_client.api import ACCEPT, Response, SentinelClient, quote_etag
+from sentinel_service.http.routes import route_for
 
 
 @dataclass
@@ -105,17 +105,17 @@ class World:
 def build_world(client: Any, key_dir: Path, meter: Any | None = None, admin_client: Any | None = None) -> World:
     """Tables, the seeded demo project and principals (`sentinel serve --seed`), the handlers wired to a gate
     over `client`. Nothing is metered until this returns (the caller clears its meter)."""
-    from functions.authorizer import handler as authorizer
-    from functions.shared import bootstrap
-    from functions.shared.dynamodb_store import DynamoStateStore
-    from functions.shared.principals import PrincipalAdmin, PrincipalDirectory
-    from functions.shared.settings import Settings
-    from functions.shared.system_ports import RandomIds, SystemClock
-    from functions.shared.tables import ensure_tables
-    from local.gateway import LocalGateway
-    from local.runtime import Runtime
-    from local.seed import seed_demo
-    from sentinel.usecases import Gate
+    from sentinel_domain.usecases import Gate
+    from sentinel_runner.gateway import LocalGateway
+    from sentinel_runner.runtime import Runtime
+    from sentinel_runner.seed import seed_demo
+    from sentinel_service import compose as bootstrap
+    from sentinel_service.adapters.dynamodb_store import DynamoStateStore
+    from sentinel_service.adapters.principals import PrincipalAdmin, PrincipalDirectory
+    from sentinel_service.adapters.system_ports import RandomIds, SystemClock
+    from sentinel_service.adapters.tables import ensure_tables
+    from sentinel_service.handlers import authorizer
+    from sentinel_service.settings import Settings
 
     os.environ["SENTINEL_TOKEN_KEY_FILE"] = str(key_dir / "token.key")
     os.environ.pop("AWS_LAMBDA_FUNCTION_NAME", None)  # the local runtime: no EMF lines on stdout

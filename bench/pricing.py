@@ -29,7 +29,7 @@ PRICES: dict[str, Any] = {
 
 def _memory_mb() -> tuple[int, str]:
     """The functions' memory as infra/constructs/service_function.py sets it (read, not imported: CDK is slow)."""
-    path = Path(__file__).resolve().parents[1] / "infra" / "constructs" / "service_function.py"
+    path = Path(__file__).resolve().parents[1] / "src" / "sentinel_infra" / "constructs" / "service_function.py"
     try:
         found = re.search(r"^MEMORY_MB = (\d+)", path.read_text(), re.MULTILINE)
     except OSError:

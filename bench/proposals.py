@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sentinel import decision as decision_module
-from sentinel.decision import Decision, decide
-from sentinel.state import CandidateState, ProjectState
+from sentinel_domain import decision as decision_module
+from sentinel_domain.decision import Decision, decide
+from sentinel_domain.state import CandidateState, ProjectState
 
 
 class _IndexedCandidate:

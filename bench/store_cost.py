@@ -2,7 +2,7 @@
 million with API Gateway (HTTP API) and Lambda included; the same for one hook decision read, one recorded
 decision and one whole flow; and decision reads of large candidates seeded with batch writes.
 
-Everything runs in-process on moto (mock_aws): the real handlers behind local.gateway.LocalGateway with the
+Everything runs in-process on moto (mock_aws): the real handlers behind sentinel_runner.gateway.LocalGateway with the
 real authorizer, the gate over DynamoStateStore over bench.metering.MeteredClient. Units are computed from
 item sizes by DynamoDB's rules (moto's ConsumedCapacity is a fixed placeholder; it is kept for reference).
 Durations are local and turned into billed Lambda time by bench.pricing's stated assumptions."""
@@ -70,7 +70,7 @@ def request_cost(request: Any, compute_ms: float | None = None, authorizer_cache
 
 
 def _function_of(route: str) -> str:
-    from functions.shared.routes import route_for
+    from sentinel_service.http.routes import route_for
 
     method, _, path = route.partition(" ")
     found = route_for(method, path.replace("{", "x").replace("}", ""))
@@ -164,10 +164,10 @@ def _hold_decisions(sizes: tuple[int, ...]) -> list[dict[str, Any]]:
     DynamoStateStore would write (computed, not sent: moto's transactions copy whole tables)."""
     from bench import fixtures
     from bench.metering import item_size, write_units
-    from sentinel.canonical import canonical_text
-    from sentinel.decision import decide
-    from sentinel.state import CandidateState, ProjectState, parse_facts
-    from sentinel.times import format_time
+    from sentinel_domain.canonical import canonical_text
+    from sentinel_domain.decision import decide
+    from sentinel_domain.state import CandidateState, ProjectState, parse_facts
+    from sentinel_domain.times import format_time
 
     now = fixtures.fixed_now()
     as_of = format_time(now)
@@ -203,7 +203,7 @@ def _seed_large(raw: Any, table: str, n: int, now: datetime) -> tuple[str, str, 
 
 
 def _large(raw: Any, meter: Any, gate: Any, table: str, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
-    from sentinel.models import Actor
+    from sentinel_domain.models import Actor
 
     actor = Actor(id="agent-bench", kind="agent", sponsor="hank", roles=("requester",))
     rows = []
@@ -248,7 +248,7 @@ def run(quick: bool) -> dict[str, Any]:
 
     from bench.inproc import build_world
     from bench.metering import MeteredClient
-    from client.flow import run_ready_flow
+    from sentinel_client.flow import run_ready_flow
 
     init_ms = _init_ms()
     with tempfile.TemporaryDirectory(prefix="sentinel-bench-cost-") as tmp, mock_aws():

@@ -1,7 +1,7 @@
 # Acceptance verbs: the live gate after a deploy (`make deploy` runs `make acceptance` and fails with it), and
 # the same gate against an emulated deployment: the synthesized stack created on a moto server on loopback,
 # the HTTP checks against the local runner started from the built packages. Each run writes
-# acceptance/reports/attempt-NNNN.json (git-ignored by acceptance/.gitignore). See docs/acceptance.md.
+# build/acceptance-reports/attempt-NNNN.json (git-ignored with build/). See docs/acceptance.md.
 #
 # ACCEPTANCE_TARGET  which stack, for both mint and run, e.g. "--stack Sentinel-prod --region eu-west-1"
 #                    (default: the stack in build/stack-outputs.json, and your AWS region)
@@ -16,11 +16,11 @@ ACCEPTANCE_FLAGS ?=
 .PHONY: acceptance acceptance-local acceptance-tokens
 
 acceptance: setup
-	@if [ "$(ACCEPTANCE_MINT)" = "1" ]; then $(BIN)/python -m acceptance mint $(ACCEPTANCE_TARGET); fi
-	$(BIN)/python -m acceptance run $(ACCEPTANCE_TARGET) $(ACCEPTANCE_FLAGS)
+	@if [ "$(ACCEPTANCE_MINT)" = "1" ]; then $(BIN)/python -m sentinel_acceptance mint $(ACCEPTANCE_TARGET); fi
+	$(BIN)/python -m sentinel_acceptance run $(ACCEPTANCE_TARGET) $(ACCEPTANCE_FLAGS)
 
 acceptance-tokens: setup
-	$(BIN)/python -m acceptance mint $(ACCEPTANCE_TARGET)
+	$(BIN)/python -m sentinel_acceptance mint $(ACCEPTANCE_TARGET)
 
 acceptance-local: build
-	$(BIN)/python -m acceptance local $(ACCEPTANCE_FLAGS)
+	$(BIN)/python -m sentinel_acceptance local $(ACCEPTANCE_FLAGS)

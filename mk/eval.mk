@@ -4,4 +4,4 @@
 .PHONY: eval
 
 eval: setup
-	$(BIN)/python -m evaluation.cli
+	$(BIN)/python -m sentinel_evaluation.cli

@@ -10,7 +10,7 @@ STACK_OUTPUTS := build/stack-outputs.json
 .PHONY: build synth deploy deps-lock
 
 build: setup
-	$(BIN)/python -m infra.packaging build
+	$(BIN)/python -m sentinel_infra.packaging build
 
 synth: build
 	rm -rf cdk.out
@@ -25,4 +25,4 @@ deploy: build
 
 # Re-resolve the deps layer's pins after a change to [project].dependencies (needs PyPI).
 deps-lock: setup
-	$(BIN)/python -m infra.packaging lock
+	$(BIN)/python -m sentinel_infra.packaging lock

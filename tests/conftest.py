@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.packaging import exclusive
+from sentinel_infra.packaging import exclusive
 from world import World
 
 pytest_plugins = ["moto_fixtures"]
@@ -27,7 +27,7 @@ def shared_dir(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path
 def built(shared_dir: Path) -> Path:
     """One build/-like folder (the three zips and digests.json) for the infrastructure and acceptance tests;
     whichever worker needs it first builds it, the others wait and reuse it (wheels cache in build/cache/)."""
-    from infra import packaging
+    from sentinel_infra import packaging
 
     out = shared_dir / "build"
     with exclusive(shared_dir / ".build.lock"):

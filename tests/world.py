@@ -3,9 +3,9 @@
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sentinel.memory import FixedClock, MemoryStore, SequentialIds
-from sentinel.models import Actor, CandidateRequest, Policy, ProjectConfig
-from sentinel.usecases import Gate
+from sentinel_domain.memory import FixedClock, MemoryStore, SequentialIds
+from sentinel_domain.models import Actor, CandidateRequest, Policy, ProjectConfig
+from sentinel_domain.usecases import Gate
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 START = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from acceptance.emulation import Synth, read_synth, synthesize
-from functions.shared import names
-from infra.packaging import exclusive
+from sentinel_acceptance.emulation import Synth, read_synth, synthesize
+from sentinel_infra.packaging import exclusive
+from sentinel_service import names
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # infra/ and app.py live at the repository root, outside the installed packages

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from acceptance.emulation import Asset, Synth
-from acceptance.target import read_build
-from functions.shared import names
+from sentinel_acceptance.emulation import Asset, Synth
+from sentinel_acceptance.target import read_build
+from sentinel_service import names
 
 
 def sha256(path: Path) -> str:
@@ -33,7 +33,7 @@ def zip_with(source: Path, dest: Path, replace: dict[str, Callable[[str], str]] 
     repo = Path(__file__).resolve().parents[2]
     if str(repo) not in sys.path:
         sys.path.insert(0, str(repo))
-    from infra import packaging
+    from sentinel_infra import packaging
 
     staging = dest.parent / (dest.stem + "-staging")
     with zipfile.ZipFile(source) as archive:

@@ -7,11 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from acceptance.checks import BLOCKED, FAILED, NOT_EMULATED, PASSED, CheckFailed, CheckLog, CheckSkipped
-from acceptance.emulation import Synth, adapt
-from acceptance.report import AttemptReport, attempts
-from acceptance.service import leaks
-from acceptance.tokens import Tokens, TokensUnavailable, lifetime_problems, load_tokens
+from sentinel_acceptance.checks import (
+    BLOCKED,
+    FAILED,
+    NOT_EMULATED,
+    PASSED,
+    CheckFailed,
+    CheckLog,
+    CheckSkipped,
+)
+from sentinel_acceptance.emulation import Synth, adapt
+from sentinel_acceptance.report import AttemptReport, attempts
+from sentinel_acceptance.service import leaks
+from sentinel_acceptance.tokens import Tokens, TokensUnavailable, lifetime_problems, load_tokens
 
 
 def test_each_run_takes_the_next_attempt_number_and_never_overwrites_an_earlier_one(tmp_path: Path) -> None:

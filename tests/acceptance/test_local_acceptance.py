@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from tamper import build_with_functions, functions_asset, retarget, set_package_digest, zip_with
 
-from acceptance.__main__ import main as acceptance_main
-from acceptance.checks import BLOCKED, FAILED, NOT_EMULATED, PASSED
-from acceptance.emulation import LocalRun, Synth, run_local
-from acceptance.gate import CHECK_NAMES
-from acceptance.report import attempts
-from acceptance.target import read_build
+from sentinel_acceptance.__main__ import main as acceptance_main
+from sentinel_acceptance.checks import BLOCKED, FAILED, NOT_EMULATED, PASSED
+from sentinel_acceptance.emulation import LocalRun, Synth, run_local
+from sentinel_acceptance.gate import CHECK_NAMES
+from sentinel_acceptance.report import attempts
+from sentinel_acceptance.target import read_build
 
 NOT_EMULATED_HERE = {"route_integrations", "alarms", "budget"}
 
@@ -30,7 +30,7 @@ def test_acceptance_local_passes_and_writes_its_attempt_report(built: Path, synt
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     # Given the built packages and the stack synthesized from them
     reports = tmp_path / "reports"
-    # When `python -m acceptance local` runs (what `make acceptance-local` runs), reusing that synth
+    # When `python -m sentinel_acceptance local` runs (what `make acceptance-local` runs), reusing that synth
     code = acceptance_main(["local", "--build-dir", str(built), "--reports-dir", str(reports),
                             "--cdk-out", str(synthesized.outdir), "--stack", synthesized.stack_name])
     # Then it passes and writes attempt 1
@@ -54,10 +54,10 @@ def test_acceptance_local_passes_and_writes_its_attempt_report(built: Path, synt
     assert "moto" in checks["package_digests"]["ran_against"]
     code_sha = read_build(built)["functions"].code_sha256
     assert {f["code_sha256"] for f in report["digests"]["deployed"].values()} == {code_sha}
-    # And the runner imported functions and sentinel from the unzipped packages, not the source tree
+    # And the runner imported the service and the domain core from the unzipped packages, not the source tree
     imports = emulation["runner"]["imports"]
-    assert imports["functions"].startswith("<scratch>/packages/task/functions")
-    assert imports["sentinel"].startswith("<scratch>/packages/opt/python/sentinel")
+    assert imports["sentinel_service"].startswith("<scratch>/packages/task/sentinel_service")
+    assert imports["sentinel_domain"].startswith("<scratch>/packages/opt/python/sentinel_domain")
     assert report["digests"]["health_package_digest"] == read_build(built)["functions"].sha256
     # And the flow ran on a fresh candidate with timings, and no token reached the report
     assert report["flow"]["candidate_id"].startswith("cand_") and len(report["flow"]["steps"]) == 8
@@ -84,7 +84,7 @@ def test_another_package_uploaded_than_was_built_fails_package_digests(built: Pa
                                                                       tmp_path: Path) -> None:
     # Given a functions zip that is not the built one (one file more) uploaded in place of the built one
     asset = functions_asset(synthesized, built)
-    other = zip_with(asset.path, tmp_path / "other-functions.zip", extra={"functions/extra.py": "X = 1\n"})
+    other = zip_with(asset.path, tmp_path / "other-functions.zip", extra={"sentinel_service/extra.py": "X = 1\n"})
 
     def swap(assets: list) -> None:
         for a in assets:
@@ -123,7 +123,7 @@ def test_a_stack_left_in_a_failed_state_fails_stack_status(built: Path, synthesi
     # Given a deployment whose last update failed and rolled back (what runs is the previous version)
     from moto.cloudformation import models
 
-    real_deploy = __import__("acceptance.emulation", fromlist=["deploy"]).deploy
+    real_deploy = __import__("sentinel_acceptance.emulation", fromlist=["deploy"]).deploy
 
     def deploy_then_fail_an_update(cloud, synth, template):
         real_deploy(cloud, synth, template)
@@ -133,7 +133,7 @@ def test_a_stack_left_in_a_failed_state_fails_stack_status(built: Path, synthesi
                     stack.status = "UPDATE_ROLLBACK_COMPLETE"
         return "UPDATE_ROLLBACK_COMPLETE"
 
-    monkeypatch.setattr("acceptance.emulation.deploy", deploy_then_fail_an_update)
+    monkeypatch.setattr("sentinel_acceptance.emulation.deploy", deploy_then_fail_an_update)
     # When acceptance runs
     report = run(built, synthesized, tmp_path / "reports", LocalRun())
     # Then stack_status alone fails, naming the status, although the old version still answers
@@ -146,7 +146,7 @@ def test_a_route_left_open_fails_auth_refusals_naming_the_route(built: Path, syn
     # Given a build whose route table leaves `GET .../policies` public, built, synthesized and deployed as is
     asset = functions_asset(synthesized, built)
     old = read_build(built)["functions"].sha256
-    opened = zip_with(asset.path, tmp_path / "functions.zip", replace={"functions/shared/routes.py": lambda text:
+    opened = zip_with(asset.path, tmp_path / "functions.zip", replace={"sentinel_service/http/routes.py": lambda text:
                       text.replace('ep.list_policies)', 'ep.list_policies, public=True)')})
     build = build_with_functions(built, opened, tmp_path / "build")
     new = read_build(build)["functions"].sha256

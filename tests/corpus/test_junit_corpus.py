@@ -1,4 +1,4 @@
-"""sentinel.junit against the real-world JUnit corpus (shared/corpus/junit, see shared/corpus/SOURCES.md).
+"""sentinel_domain.junit against the real-world JUnit corpus (shared/corpus/junit, see shared/corpus/SOURCES.md).
 
 Every expected row below was decided by reading the file itself (counting its <testcase> elements and
 their children by hand, and for the 615 KB jest file by counting the markers in it), never by running
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sentinel.junit import JUnitSummary, MalformedJUnit, parse_junit
+from sentinel_domain.junit import JUnitSummary, MalformedJUnit, parse_junit
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 JUNIT = CORPUS / "junit"

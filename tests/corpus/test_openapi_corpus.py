@@ -1,4 +1,4 @@
-"""sentinel.openapi and sentinel.derivation against the real-world OpenAPI corpus (shared/corpus/openapi, see
+"""sentinel_domain.openapi and sentinel_domain.derivation against the real-world OpenAPI corpus (shared/corpus/openapi, see
 shared/corpus/SOURCES.md): six before/after pairs in YAML and JSON, OpenAPI 3.0 and 3.1.
 
 Every expected row below was decided by reading each pair side by side (`diff old new`, and for the JSON
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from sentinel.derivation import derive
-from sentinel.models import Change, ProjectConfig
-from sentinel.openapi import diff_openapi
+from sentinel_domain.derivation import derive
+from sentinel_domain.models import Change, ProjectConfig
+from sentinel_domain.openapi import diff_openapi
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 OPENAPI = CORPUS / "openapi"

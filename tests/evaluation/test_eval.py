@@ -9,10 +9,16 @@ from typing import Any
 
 import pytest
 
-from evaluation.batch import COUNTERS, CRITICAL, MIN_SCENARIOS, run_batch
-from evaluation.catalog import CatalogError, FinalExpectation, Scenario, load_catalog, scenario_from_data
-from evaluation.cli import main, render
-from sentinel.memory import MemoryStore, SequentialIds
+from sentinel_domain.memory import MemoryStore, SequentialIds
+from sentinel_evaluation.batch import COUNTERS, CRITICAL, MIN_SCENARIOS, run_batch
+from sentinel_evaluation.catalog import (
+    CatalogError,
+    FinalExpectation,
+    Scenario,
+    load_catalog,
+    scenario_from_data,
+)
+from sentinel_evaluation.cli import main, render
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +116,7 @@ def test_a_wrong_expected_refusal_code_is_caught() -> None:
 
 def test_an_agent_certifying_its_own_evidence_is_caught(catalog, monkeypatch) -> None:
     # Given a gate that (wrongly) trusts every publisher
-    monkeypatch.setattr("sentinel.evidence.trust_of", lambda _actor, _policy: "verified")
+    monkeypatch.setattr("sentinel_domain.evidence.trust_of", lambda _actor, _policy: "verified")
     report = run_batch([catalog["evidence_unverified_from_the_agent"]])
     # Then the agent's own evidence makes the candidate ready: a false ready, across an identity boundary
     assert not report["passed"]
@@ -120,7 +126,7 @@ def test_an_agent_certifying_its_own_evidence_is_caught(catalog, monkeypatch) ->
 
 def test_self_approval_through_a_sponsor_is_caught(catalog, monkeypatch) -> None:
     # Given a gate that (wrongly) excludes nobody from approving
-    monkeypatch.setattr("sentinel.usecases.excluded_approvers", lambda _state, _digest: set())
+    monkeypatch.setattr("sentinel_domain.usecases.excluded_approvers", lambda _state, _digest: set())
     report = run_batch([catalog["self_approval_through_a_sponsor"]])
     assert not report["passed"]
     assert report["counters"]["identity_boundary_failure_count"] >= 2
@@ -128,7 +134,7 @@ def test_self_approval_through_a_sponsor_is_caught(catalog, monkeypatch) -> None
 
 def test_evidence_bound_to_another_subject_that_decides_is_caught(catalog, monkeypatch) -> None:
     # Given a gate that (wrongly) ignores what evidence is bound to when it decides
-    monkeypatch.setattr("sentinel.decision._binding_problems", lambda *_args: [])
+    monkeypatch.setattr("sentinel_domain.decision._binding_problems", lambda *_args: [])
     report = run_batch([catalog["evidence_wrong_subject"]])
     assert not report["passed"]
     assert report["counters"]["wrong_binding_failure_count"] >= 2
@@ -137,7 +143,7 @@ def test_evidence_bound_to_another_subject_that_decides_is_caught(catalog, monke
 
 def test_an_execution_without_approval_is_an_unauthorized_side_effect(catalog, monkeypatch) -> None:
     # Given a gate whose executions (wrongly) see every plan as approved
-    monkeypatch.setattr("sentinel.usecases.approval_status", lambda *_args: (None, "9999-12-31T00:00:00.000000Z"))
+    monkeypatch.setattr("sentinel_domain.usecases.approval_status", lambda *_args: (None, "9999-12-31T00:00:00.000000Z"))
     report = run_batch([catalog["approval_missing"]])
     assert not report["passed"]
     assert report["counters"]["unauthorized_side_effect_count"] >= 2

@@ -15,12 +15,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
 
-from functions.shared.dynamodb_store import DynamoStateStore
-from functions.shared.tables import state_table_definition
-from sentinel.audit import AuditChain
-from sentinel.errors import Refusal
-from sentinel.memory import FixedClock, MemoryStore, SequentialIds
-from sentinel.models import (
+from sentinel_domain.audit import AuditChain
+from sentinel_domain.errors import Refusal
+from sentinel_domain.memory import FixedClock, MemoryStore, SequentialIds
+from sentinel_domain.models import (
     CandidateRequest,
     ChangeContextRequest,
     EvidenceRequest,
@@ -28,9 +26,11 @@ from sentinel.models import (
     ReportRequest,
     ReviewRequest,
 )
-from sentinel.ports import Stream, StreamRef
-from sentinel.times import format_time
-from sentinel.usecases import LEASE_SECONDS, Gate
+from sentinel_domain.ports import Stream, StreamRef
+from sentinel_domain.times import format_time
+from sentinel_domain.usecases import LEASE_SECONDS, Gate
+from sentinel_service.adapters.dynamodb_store import DynamoStateStore
+from sentinel_service.adapters.tables import state_table_definition
 from world import BASE, CI, PROJECT, REQUESTER, REV, REVIEWER, World
 
 FILES = ["services/payments/api.py", "docs/guide.md"]

@@ -37,7 +37,7 @@ from faults.moto_world import (
     decision_of,
 )
 
-from sentinel.ports import StreamRef
+from sentinel_domain.ports import StreamRef
 from world import PROJECT
 
 NOTHING_DONE = ("throttle", "timeout", "server_error")  # the call failed before it took effect

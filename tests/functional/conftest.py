@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from functions.shared import bootstrap
-from local.gateway import LocalGateway
+from sentinel_runner.gateway import LocalGateway
+from sentinel_service import compose as bootstrap
 from world import ADMIN, AUDITOR, CI, OUTSIDER, REQUESTER, REVIEWER, REVIEWER_2, UNTRUSTED_CI, World
 
 ACTORS = {"admin": ADMIN, "requester": REQUESTER, "reviewer": REVIEWER, "reviewer2": REVIEWER_2, "ci": CI,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from api_support import A1, JUNIT_PASS, NEW, OTHER_REV, C, Ready, audit_length, project_length, snapshot
 
-from sentinel.errors import StoreUnavailable
+from sentinel_domain.errors import StoreUnavailable
 from world import REV
 
 A2 = {"action_id": "A2", "type": "notify", "params": {"channel": "release-room"}}

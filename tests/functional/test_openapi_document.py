@@ -1,6 +1,6 @@
 """The OpenAPI document comes from the one route table and matches what the service serves."""
 
-from functions.shared.routes import ROUTES, openapi_document
+from sentinel_service.http.routes import ROUTES, openapi_document
 
 
 def test_every_route_is_documented_and_nothing_else() -> None:

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from api_support import A1, JUNIT_PASS, NEW, OTHER_REV, C, P, Ready, audit_length, project_length, snapshot
 
-from functions.shared.routes import route_for
-from local.events import http_event, response_parts, with_authorizer
-from local.gateway import LambdaContext
-from sentinel.canonical import digest
-from sentinel.errors import StoreUnavailable
-from sentinel.models import EvidenceRequest, ExecutionRequest
-from sentinel.ports import IdempotencyRecord, StreamRef
+from sentinel_domain.canonical import digest
+from sentinel_domain.errors import StoreUnavailable
+from sentinel_domain.models import EvidenceRequest, ExecutionRequest
+from sentinel_domain.ports import IdempotencyRecord, StreamRef
+from sentinel_runner.events import http_event, response_parts, with_authorizer
+from sentinel_runner.gateway import LambdaContext
+from sentinel_service.http.routes import route_for
 from world import CONFIG, REV, UNIT_POLICY, actor
 
 NO_DIGEST = "0" * 64
@@ -951,7 +951,7 @@ def test_decision_routes_hold_once_the_candidate_is_established(api, broken) -> 
 
 def test_a_caller_over_its_rate_is_refused_with_rate_limited_and_retry_after(api) -> None:
     # Given the stage throttle at two requests at once and one every ten seconds
-    from local.gateway import TokenBucket
+    from sentinel_runner.gateway import TokenBucket
 
     now = [0.0]
     api.gateway.throttle = TokenBucket(rate=0.1, burst=2, clock=lambda: now[0])

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from functions.shared import bootstrap
-from local.gateway import LocalGateway
+from sentinel_runner.gateway import LocalGateway
+from sentinel_service import compose as bootstrap
 from world import BASE, REV, World
 
 P = "/v1/projects/demo"

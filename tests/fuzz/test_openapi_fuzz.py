@@ -1,6 +1,6 @@
 """API fuzzing: schemathesis over the OpenAPI document, in-process against the real handlers.
 
-Every request goes through the emulated API Gateway (`local.gateway.LocalGateway`: route match, authorizer,
+Every request goes through the emulated API Gateway (`sentinel_runner.gateway.LocalGateway`: route match, authorizer,
 handler) behind a small WSGI adapter, over the in-memory store of the shared test world. A fake authorizer
 stands in for the token table (the real one is exercised in tests/security). Each operation is fuzzed three
 ways: as a human holding every human role, as the trusted ci publisher, and anonymously.
@@ -27,14 +27,14 @@ import schemathesis
 from hypothesis import HealthCheck
 from schemathesis.config import SchemathesisConfig
 
-from functions.shared import bootstrap
-from functions.shared.routes import openapi_document
-from local.gateway import LocalGateway
-from sentinel.models import (
+from sentinel_domain.models import (
     ChangeContextRequest,
     EvidenceRequest,
     ReviewRequest,
 )
+from sentinel_runner.gateway import LocalGateway
+from sentinel_service import compose as bootstrap
+from sentinel_service.http.routes import openapi_document
 from world import BASE, CI, PROJECT, REQUESTER, REV, REVIEWER, World
 
 RANDOM = os.environ.get("SENTINEL_FUZZ_RANDOM") == "1"

@@ -37,7 +37,7 @@ def hook_command(*args: str) -> list[str]:
     # The installed console script is what a settings file names; `-m` keeps the tests usable without it.
     if HOOK_SCRIPT.exists():
         return [str(HOOK_SCRIPT), *args]
-    return [sys.executable, "-m", "client.hook", *args]
+    return [sys.executable, "-m", "sentinel_client.hook", *args]
 
 
 def clean_env(home: Path, **settings: str) -> dict[str, str]:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from hookharness import CORPUS, bash_event, clean_env, corpus_event, git, make_repo, run_hook
 
-from client.flow import run_ready_flow
-from local.demo import LocalGate
+from sentinel_client.flow import run_ready_flow
+from sentinel_runner.demo import LocalGate
 
 pytestmark = pytest.mark.http
 

@@ -4,14 +4,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from client.commands import (
+from sentinel_client.commands import (
     NoRepository,
     analyse_command,
     analyse_mcp,
     analyse_powershell,
     tokenize,
 )
-from client.settings import DEFAULT_RELEASE_PATTERNS
+from sentinel_client.settings import DEFAULT_RELEASE_PATTERNS
 
 PATTERNS = list(DEFAULT_RELEASE_PATTERNS)
 SHA = "a" * 40

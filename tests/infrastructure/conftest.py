@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from infra_support import CONTEXT, STACK, Synthesized, WithheldAcknowledgements, nag_findings
 
-from functions.shared.names import stack_name
-from infra.packaging import exclusive
+from sentinel_infra.packaging import exclusive
+from sentinel_service.names import stack_name
 
 
 @pytest.fixture(scope="session")
@@ -65,6 +65,6 @@ def synthesized(synthesized_dirs: tuple[Path, Path], built: Path, shared_dir: Pa
 @pytest.fixture(scope="session")
 def synthesized_defaults(synthesized_dirs: tuple[Path, Path], built: Path, shared_dir: Path) -> Synthesized:
     """cdk.json's defaults, synthesized with the acknowledgements applied."""
-    from infra.config import DeploymentConfig
+    from sentinel_infra.config import DeploymentConfig
 
     return _synthesized(synthesized_dirs[1], stack_name(DeploymentConfig().stage), built, shared_dir)

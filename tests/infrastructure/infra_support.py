@@ -11,8 +11,8 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # app.py and infra/ live at the repository root, outside the installed packages
     sys.path.insert(0, str(REPO))
 
-from functions.shared import names  # noqa: E402
-from functions.shared.routes import FUNCTIONS  # noqa: E402
+from sentinel_service import names  # noqa: E402
+from sentinel_service.http.routes import FUNCTIONS  # noqa: E402
 
 EVERY_FUNCTION = (*FUNCTIONS, names.AUTHORIZER_FUNCTION)
 
@@ -66,7 +66,7 @@ def functions_by_name(synth: Synthesized) -> dict[str, tuple[str, dict[str, Any]
     found = {}
     for logical_id, resource in synth.of_type("AWS::Lambda::Function").items():
         handler = resource["Properties"]["Handler"]
-        found[handler.split(".")[1]] = (logical_id, resource["Properties"])
+        found[handler.split(".")[-2]] = (logical_id, resource["Properties"])
     return found
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from infra_support import EVERY_FUNCTION, REPO, STACK, Synthesized
 
-from functions.shared import names
+from sentinel_service import names
 
 CFN_LINT = Path(sys.executable).with_name("cfn-lint")
 
@@ -76,27 +76,27 @@ def test_the_names_module_and_the_route_table_build_no_client_and_import_nothing
     probe = ("import boto3, boto3.session\n"
              "def refuse(*a, **k): raise SystemExit('an AWS client was built at import time')\n"
              "boto3.client = boto3.resource = boto3.session.Session.client = refuse\n"
-             "import functions.shared.names, functions.shared.tables, functions.shared.routes\n"
-             "import sys; print(sorted(m for m in sys.modules if m == 'infra' or m.startswith('infra.')))")
+             "import sentinel_service.names, sentinel_service.adapters.tables, sentinel_service.http.routes\n"
+             "import sys; print(sorted(m for m in sys.modules if m == 'sentinel_infra' or m.startswith('sentinel_infra.')))")
     # When they are imported with client construction refused
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
     # Then no client was built, and no infra module came along
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     # And the names module imports nothing but the standard library's __future__ at most
-    tree = ast.parse((REPO / "functions" / "shared" / "names.py").read_text())
+    tree = ast.parse((REPO / "src" / "sentinel_service" / "names.py").read_text())
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
 
 
 def test_no_function_module_imports_infra() -> None:
     # Given every module of the functions package (the wall import-linter will enforce)
     offenders = []
-    for path in (REPO / "functions").rglob("*.py"):
+    for path in (REPO / "src" / "sentinel_service").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            offenders += [f"{path.relative_to(REPO)}: {m}" for m in modules if m == "infra" or
-                          m.startswith("infra.")]
+            offenders += [f"{path.relative_to(REPO)}: {m}" for m in modules if m == "sentinel_infra" or
+                          m.startswith("sentinel_infra.")]
     # Then none imports infra
     assert offenders == []
 

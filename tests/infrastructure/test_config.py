@@ -5,7 +5,7 @@ import json
 import pytest
 from infra_support import REPO
 
-from infra.config import MAX_AUTHORIZER_CACHE_SECONDS, ConfigError, DeploymentConfig
+from sentinel_infra.config import MAX_AUTHORIZER_CACHE_SECONDS, ConfigError, DeploymentConfig
 
 
 def test_cdk_json_states_every_default_the_code_uses() -> None:

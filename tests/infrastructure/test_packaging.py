@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from infra_support import REPO
 
-from functions.shared.routes import FUNCTIONS
-from infra import packaging, runtime
+from sentinel_infra import packaging, runtime
+from sentinel_service.http.routes import FUNCTIONS
 
 
 def test_building_twice_gives_identical_bytes_and_digests(built: Path, tmp_path: Path) -> None:
@@ -63,24 +63,25 @@ def test_the_function_zip_holds_every_handler_at_the_path_lambda_imports(built: 
     # Given the functions zip
     with zipfile.ZipFile(built / packaging.FUNCTIONS_ZIP) as archive:
         names = set(archive.namelist())
-    # Then each function's handler module is where `functions.<name>.handler.handler` points
+    # Then each function's handler module is where `sentinel_service.handlers.<name>.handler` points
     for function in (*FUNCTIONS, "authorizer"):
-        assert f"functions/{function}/handler.py" in names
-        assert f"functions/{function}/__init__.py" in names
-    # And it holds the functions package and nothing else (the core ships in its layer)
-    assert {n.split("/")[0] for n in names} == {"functions"}
-    expected = {p.relative_to(REPO).as_posix() for p in (REPO / "functions").rglob("*")
+        assert f"sentinel_service/handlers/{function}.py" in names
+    assert "sentinel_service/handlers/__init__.py" in names
+    # And it holds the service package and nothing else (the core ships in its layer)
+    assert {n.split("/")[0] for n in names} == {"sentinel_service"}
+    src = REPO / "src"
+    expected = {p.relative_to(src).as_posix() for p in (src / "sentinel_service").rglob("*")
                 if p.suffix in packaging.SOURCE_SUFFIXES and "__pycache__" not in p.parts}
     assert names == expected
 
 
-def test_the_core_layer_is_python_sentinel(built: Path) -> None:
+def test_the_core_layer_is_python_sentinel_domain(built: Path) -> None:
     # Given the core layer zip
     with zipfile.ZipFile(built / packaging.CORE_LAYER_ZIP) as archive:
         names = set(archive.namelist())
-    core = REPO / "layers" / "core" / "python"
-    # Then it holds the domain core under python/sentinel/, which Lambda puts on the path as /opt/python
-    assert names == {"python/" + p.relative_to(core).as_posix() for p in (core / "sentinel").rglob("*.py")
+    src = REPO / "src"
+    # Then it holds the domain core under python/sentinel_domain/, which Lambda puts on the path as /opt/python
+    assert names == {"python/" + p.relative_to(src).as_posix() for p in (src / "sentinel_domain").rglob("*.py")
                      if "__pycache__" not in p.parts}
 
 

@@ -7,10 +7,10 @@ from typing import Any
 
 from infra_support import Synthesized, as_list, functions_by_name, ref_name
 
-from functions.shared import names
-from functions.shared.routes import ROUTES
-from infra.config import DeploymentConfig
-from infra.constructs.api import throttle_class
+from sentinel_infra.config import DeploymentConfig
+from sentinel_infra.constructs.api import throttle_class
+from sentinel_service import names
+from sentinel_service.http.routes import ROUTES
 
 PUBLIC = {"GET /v1/health", "GET /v1/openapi.json"}
 

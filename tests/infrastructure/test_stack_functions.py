@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from infra_support import EVERY_FUNCTION, MODEL_ID, STACK, Synthesized, functions_by_name, ref_name
 
-from functions.shared import names
-from functions.shared.settings import Settings
-from infra import runtime
-from infra.config import DeploymentConfig
-from infra.constructs.service_function import API_GATEWAY_LIMIT_SECONDS, timeout_seconds
+from sentinel_infra import runtime
+from sentinel_infra.config import DeploymentConfig
+from sentinel_infra.constructs.service_function import API_GATEWAY_LIMIT_SECONDS, timeout_seconds
+from sentinel_service import names
+from sentinel_service.settings import Settings
 
 
 def digests(synth: Synthesized) -> dict[str, Any]:
@@ -25,7 +25,7 @@ def test_one_function_per_concern_plus_the_authorizer(synthesized: Synthesized) 
     # Then there is exactly one function per name in the route table, and the authorizer
     assert sorted(functions) == sorted(EVERY_FUNCTION)
     for name, (_, props) in functions.items():
-        assert props["Handler"] == f"functions.{name}.handler.handler"
+        assert props["Handler"] == f"sentinel_service.handlers.{name}.handler"
 
 
 def test_every_function_runs_on_the_one_runtime_with_json_logs_tracing_and_bounded_timeouts(
@@ -77,7 +77,7 @@ def test_the_environment_is_what_the_settings_read(synthesized: Synthesized) -> 
         # Given a function's environment with its references replaced by markers
         env = {k: v if isinstance(v, str) else f"<{ref_name(v)}>" for k, v in
                props["Environment"]["Variables"].items()}
-        # When functions.shared.settings reads it
+        # When sentinel_service.settings reads it
         settings = Settings.from_env(env)
         # Then the function runs as aws_lambda with the model the context named
         assert settings.runtime == "aws_lambda"

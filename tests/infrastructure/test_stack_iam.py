@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from infra_support import EVERY_FUNCTION, REPO, Synthesized, as_list, functions_by_name, ref_name, statements
 
-from functions.shared import names
-from infra.stack import PRINCIPAL_READER_ACTIONS, STATE_PROBE_ACTIONS, STATE_WRITER_ACTIONS
+from sentinel_infra.stack import PRINCIPAL_READER_ACTIONS, STATE_PROBE_ACTIONS, STATE_WRITER_ACTIONS
+from sentinel_service import names
 
 # The DynamoDB calls the local runner's relay makes; on AWS the relay is the stream and the pipes.
 RELAY_ONLY = {"_scan", "pending_outbox", "mark_relayed", "chain_heads"}
@@ -72,14 +72,14 @@ def table_ids(synth: Synthesized) -> tuple[str, str]:
 
 def test_the_granted_state_actions_are_exactly_what_the_store_issues() -> None:
     # Given the store's source (what a request can make it do, the local relay's helpers aside)
-    store = REPO / "functions" / "shared" / "dynamodb_store.py"
+    store = REPO / "src" / "sentinel_service" / "adapters" / "dynamodb_store.py"
     # When its DynamoDB calls are read, then the writers' grant is exactly that set: nothing missing (a
     # missing action would hold every request with STATE_UNAVAILABLE) and nothing more
     assert issued_by(store, "DynamoStateStore", RELAY_ONLY) == set(STATE_WRITER_ACTIONS)
     # And the health probe (a chain load) is a Query
     assert set(STATE_PROBE_ACTIONS) <= set(STATE_WRITER_ACTIONS)
     # And the authorizer's directory reads principals with GetItem alone
-    principals = REPO / "functions" / "shared" / "principals.py"
+    principals = REPO / "src" / "sentinel_service" / "adapters" / "principals.py"
     assert issued_by(principals, "PrincipalDirectory") == set(PRINCIPAL_READER_ACTIONS)
 
 

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 from infra_support import ALARM_EMAIL, EVERY_FUNCTION, Synthesized, as_list, functions_by_name, ref_name
 
-from functions.shared import decision_metrics, names
-from infra.config import DeploymentConfig
-from infra.constructs.service_function import timeout_seconds
+from sentinel_infra.config import DeploymentConfig
+from sentinel_infra.constructs.service_function import timeout_seconds
+from sentinel_service import names
+from sentinel_service.adapters import decision_metrics
 
 
 def alarms(synth: Synthesized) -> dict[str, dict[str, Any]]:

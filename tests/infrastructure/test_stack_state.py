@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from infra_support import Synthesized, as_list, ref_name, statements
 
-from functions.shared import names
-from functions.shared.tables import principals_table_definition, state_table_definition
+from sentinel_service import names
+from sentinel_service.adapters.tables import principals_table_definition, state_table_definition
 
 
 def tables(synth: Synthesized) -> dict[str, dict[str, Any]]:
@@ -35,7 +35,7 @@ def test_both_tables_are_on_demand_encrypted_recoverable_and_never_deleted_with_
 
 
 def test_the_tables_have_the_key_schema_the_code_creates_locally(synthesized: Synthesized) -> None:
-    # Given the local definitions in functions.shared.tables and the deployed tables
+    # Given the local definitions in sentinel_service.adapters.tables and the deployed tables
     found = tables(synthesized)
     for name, local in (("state", state_table_definition("x")), ("principals", principals_table_definition("x"))):
         # Then keys and attribute types are the same

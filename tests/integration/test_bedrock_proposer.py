@@ -20,18 +20,19 @@ import pytest
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
 from botocore.stub import ANY, Stubber
 
-from functions.shared import bootstrap, endpoints
-from functions.shared.proposers import (
+from sentinel_domain.models import ChangeContextRequest
+from sentinel_domain.ports import StreamRef
+from sentinel_domain.proposals import PLAN_TOOL_NAME, ProposalFailed, plan_tool_schema
+from sentinel_service import compose as bootstrap
+from sentinel_service.adapters.proposers import (
     BedrockProposer,
     ModelLimits,
     NoModel,
     OpenAICompatibleProposer,
     bedrock_runtime_client,
 )
-from functions.shared.settings import Settings
-from sentinel.models import ChangeContextRequest
-from sentinel.ports import StreamRef
-from sentinel.proposals import PLAN_TOOL_NAME, ProposalFailed, plan_tool_schema
+from sentinel_service.http import endpoints
+from sentinel_service.settings import Settings
 from world import CI, PROJECT, REQUESTER, World
 
 FILES = ("services/payments/api.py", "docs/guide.md")

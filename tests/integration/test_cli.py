@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from local.cli import main
-from local.embedded import EmbeddedStore
+from sentinel_runner.cli import main
+from sentinel_runner.embedded import EmbeddedStore
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +76,9 @@ def test_list_never_shows_a_token_and_revoke_and_rotate_are_audited(run) -> None
 
 
 def test_principal_changes_append_to_the_chain_of_each_project_they_hold_a_role_in(run, endpoint) -> None:
-    from local.runtime import connect
-    from sentinel.models import Actor
-    from sentinel.ports import StreamRef
+    from sentinel_domain.models import Actor
+    from sentinel_domain.ports import StreamRef
+    from sentinel_runner.runtime import connect
 
     run("projects", "create", "--id", "shop")
     run("projects", "create", "--id", "blog")

@@ -6,9 +6,9 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from functions.shared.dynamodb_store import DynamoStateStore
-from functions.shared.tables import ensure_tables
-from sentinel.models import ChangeContextRequest
+from sentinel_domain.models import ChangeContextRequest
+from sentinel_service.adapters.dynamodb_store import DynamoStateStore
+from sentinel_service.adapters.tables import ensure_tables
 from world import CI, PROJECT, REQUESTER, World
 
 

@@ -12,12 +12,12 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from functions.shared.dynamodb_store import FACT_CHUNK_BYTES, DynamoStateStore, partition
-from functions.shared.tables import ensure_tables
-from sentinel.audit import AuditChain, next_event
-from sentinel.canonical import canonical_text
-from sentinel.errors import Refusal, StoreConflict, StoreUnavailable
-from sentinel.ports import Append, ClaimTaken, IdempotencyRecord, StreamRef
+from sentinel_domain.audit import AuditChain, next_event
+from sentinel_domain.canonical import canonical_text
+from sentinel_domain.errors import Refusal, StoreConflict, StoreUnavailable
+from sentinel_domain.ports import Append, ClaimTaken, IdempotencyRecord, StreamRef
+from sentinel_service.adapters.dynamodb_store import FACT_CHUNK_BYTES, DynamoStateStore, partition
+from sentinel_service.adapters.tables import ensure_tables
 
 STATE = "sentinel-state"
 PRINCIPALS = "sentinel-principals"

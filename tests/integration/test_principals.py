@@ -13,17 +13,17 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from functions.authorizer import handler as authorizer
-from functions.shared.principals import (
+from sentinel_service.adapters.principals import (
     DirectoryUnavailable,
     PrincipalAdmin,
     PrincipalDirectory,
     PrincipalRefused,
 )
-from functions.shared.settings import Settings
-from functions.shared.tables import principals_table_definition
-from functions.shared.token_key import TokenKeyUnavailable, clear_token_key_cache, load_token_key
-from functions.shared.tokens import new_token, token_hmac
+from sentinel_service.adapters.tables import principals_table_definition
+from sentinel_service.adapters.token_key import TokenKeyUnavailable, clear_token_key_cache, load_token_key
+from sentinel_service.adapters.tokens import new_token, token_hmac
+from sentinel_service.handlers import authorizer
+from sentinel_service.settings import Settings
 
 TABLE = "sentinel-principals"
 REGION = "us-east-1"

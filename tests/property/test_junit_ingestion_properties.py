@@ -1,9 +1,9 @@
-"""Property-based tests of sentinel.junit (hypothesis): whatever a report looks like, however malformed, it
+"""Property-based tests of sentinel_domain.junit (hypothesis): whatever a report looks like, however malformed, it
 never yields `pass` unless at least one test executed and nothing failed or errored; its counts equal those
 of an independent reading of the same text; and reordering suites never changes them.
 
 The oracle below reads the generated text with ElementTree (a tree, where the parser under test streams) and
-applies DOMAIN.md rule 8 plus the documented extras of sentinel.junit. Generation is derandomised so a
+applies DOMAIN.md rule 8 plus the documented extras of sentinel_domain.junit. Generation is derandomised so a
 failure reproduces; each property runs 120 examples in one to two seconds.
 """
 
@@ -15,7 +15,7 @@ from xml.sax.saxutils import escape, quoteattr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sentinel.junit import JUnitSummary, MalformedJUnit, parse_junit
+from sentinel_domain.junit import JUnitSummary, MalformedJUnit, parse_junit
 
 SETTINGS = settings(max_examples=120, derandomize=True, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -1,4 +1,4 @@
-"""Property-based tests of sentinel.openapi (hypothesis): any text is read or refused with MalformedOpenApi
+"""Property-based tests of sentinel_domain.openapi (hypothesis): any text is read or refused with MalformedOpenApi
 (nothing else escapes); a document compared with itself has no change; YAML, JSON text and an object are read
 alike; and the direction rule is symmetric: a schema change breaks a client that sends it exactly when the
 reverse change breaks a client that reads it."""
@@ -11,7 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sentinel.openapi import MalformedOpenApi, diff_openapi, load_document
+from sentinel_domain.openapi import MalformedOpenApi, diff_openapi, load_document
 
 SETTINGS = settings(max_examples=120, derandomize=True, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow])

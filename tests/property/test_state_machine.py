@@ -32,10 +32,10 @@ from hypothesis import HealthCheck, Phase
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from sentinel.audit import AuditChain
-from sentinel.errors import Refusal
-from sentinel.memory import FixedClock, MemoryStore
-from sentinel.models import (
+from sentinel_domain.audit import AuditChain
+from sentinel_domain.errors import Refusal
+from sentinel_domain.memory import FixedClock, MemoryStore
+from sentinel_domain.models import (
     CandidateRequest,
     ChangeContextRequest,
     EvidenceRequest,
@@ -46,9 +46,9 @@ from sentinel.models import (
     ReviewRequest,
     SettlementRequest,
 )
-from sentinel.ports import StreamRef
-from sentinel.times import format_time
-from sentinel.usecases import Gate
+from sentinel_domain.ports import StreamRef
+from sentinel_domain.times import format_time
+from sentinel_domain.usecases import Gate
 from world import (
     ADMIN,
     AUDITOR,

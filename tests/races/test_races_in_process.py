@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from faults.moto_world import DynamoWorld, Flow, Outcome, Tables, audit_table, outcome
 
-from functions.shared.dynamodb_store import DynamoStateStore
-from sentinel.memory import SequentialIds
-from sentinel.models import ExecutionRequest, ProjectConfig, ReportRequest, ReviewRequest
-from sentinel.usecases import Gate
+from sentinel_domain.memory import SequentialIds
+from sentinel_domain.models import ExecutionRequest, ProjectConfig, ReportRequest, ReviewRequest
+from sentinel_domain.usecases import Gate
+from sentinel_service.adapters.dynamodb_store import DynamoStateStore
 from world import ADMIN, CONFIG, PROJECT, REQUESTER, REV, REVIEWER_2
 
 

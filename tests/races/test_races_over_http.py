@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from client.api import Response, SentinelClient, TransportError
-from local.demo import LocalGate
+from sentinel_client.api import Response, SentinelClient, TransportError
+from sentinel_runner.demo import LocalGate
 
 pytestmark = pytest.mark.http
 

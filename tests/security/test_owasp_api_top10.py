@@ -15,15 +15,7 @@ from typing import Any
 
 import pytest
 
-from functions.authorizer import handler as authorizer
-from functions.shared import bootstrap
-from functions.shared.principals import PrincipalAdmin, PrincipalDirectory
-from functions.shared.routes import ROUTES, lambda_handler, openapi_document
-from functions.shared.tables import principals_table_definition
-from functions.shared.tokens import new_token, token_hmac
-from local.events import http_event, with_authorizer
-from local.gateway import LocalGateway, TokenBucket
-from sentinel.models import (
+from sentinel_domain.models import (
     ChangeContextRequest,
     EvidenceRequest,
     ExecutionRequest,
@@ -32,8 +24,16 @@ from sentinel.models import (
     ReportRequest,
     ReviewRequest,
 )
-from sentinel.ports import StreamRef
-from sentinel.usecases import Gate
+from sentinel_domain.ports import StreamRef
+from sentinel_domain.usecases import Gate
+from sentinel_runner.events import http_event, with_authorizer
+from sentinel_runner.gateway import LocalGateway, TokenBucket
+from sentinel_service import compose as bootstrap
+from sentinel_service.adapters.principals import PrincipalAdmin, PrincipalDirectory
+from sentinel_service.adapters.tables import principals_table_definition
+from sentinel_service.adapters.tokens import new_token, token_hmac
+from sentinel_service.handlers import authorizer
+from sentinel_service.http.routes import ROUTES, lambda_handler, openapi_document
 from world import BASE, CONFIG, LINT_POLICY, REV, UNIT_POLICY, World, actor
 
 KEY = bytes(range(32))
@@ -133,7 +133,7 @@ def seeded_world() -> tuple[World, dict[str, Any]]:
     g.put_policy("other", "unit-tests", bob, Policy.model_validate(dict(UNIT_POLICY, trusted_publishers=["ci-other"])))
     g.put_policy("other", "lint", bob, Policy.model_validate(LINT_POLICY))
     g.put_config("other", bob, ProjectConfig.model_validate(dict(CONFIG, change_context_publishers=["ci-other"])), None)
-    other = g.create_candidate("other", bob, __import__("sentinel.models", fromlist=["CandidateRequest"])
+    other = g.create_candidate("other", bob, __import__("sentinel_domain.models", fromlist=["CandidateRequest"])
                                .CandidateRequest.model_validate(new_candidate()), None).body["candidate_id"]
     ids["other_cid"] = other
     return world, ids

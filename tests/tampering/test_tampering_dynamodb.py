@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from faults.moto_world import DynamoWorld, Flow, Frozen, Tables, outcome
 
-from local.relay import EventLog, OutboxRelay
-from sentinel.audit import event_hash, fact_digest
-from sentinel.canonical import canonical_text
-from sentinel.models import CandidateRequest, ReviewRequest
-from sentinel.ports import StreamRef
-from sentinel.usecases import Gate
+from sentinel_domain.audit import event_hash, fact_digest
+from sentinel_domain.canonical import canonical_text
+from sentinel_domain.models import CandidateRequest, ReviewRequest
+from sentinel_domain.ports import StreamRef
+from sentinel_domain.usecases import Gate
+from sentinel_runner.relay import EventLog, OutboxRelay
 from world import AUDITOR, BASE, PROJECT, REQUESTER, REV, REVIEWER_2
 
 EVENT_FIELDS = ("project", "candidate_id", "seq", "type", "actor", "at", "payload_digest", "prev_hash", "hash")

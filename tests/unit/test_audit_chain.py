@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from sentinel import audit
-from sentinel.audit import AuditChain, Verification
-from sentinel.canonical import canonical_text, digest
-from sentinel.models import ChangeContextRequest, EvidenceRequest, ReportRequest, ReviewRequest
-from sentinel.ports import StreamRef
+from sentinel_domain import audit
+from sentinel_domain.audit import AuditChain, Verification
+from sentinel_domain.canonical import canonical_text, digest
+from sentinel_domain.models import ChangeContextRequest, EvidenceRequest, ReportRequest, ReviewRequest
+from sentinel_domain.ports import StreamRef
 from world import CI, PROJECT, REQUESTER, REV, REVIEWER, World
 
 JUNIT_PASS = '<testsuite name="s"><testcase classname="a" name="t1"/></testsuite>'

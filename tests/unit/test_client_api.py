@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from client.api import Response, SentinelClient, TransportError, iter_pages, quote_etag
-from client.settings import ClientConfigError, ClientSettings, SentinelClientError
+from sentinel_client.api import Response, SentinelClient, TransportError, iter_pages, quote_etag
+from sentinel_client.settings import ClientConfigError, ClientSettings, SentinelClientError
 
 TOKEN = "snt_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGabcdef"
 

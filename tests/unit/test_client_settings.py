@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from client.settings import (
+from sentinel_client.settings import (
     DEFAULT_RELEASE_PATTERNS,
     DEFAULT_TIMEOUT_SECONDS,
     ClientConfigError,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from sentinel.errors import StoreUnavailable
-from sentinel.models import (
+from sentinel_domain.errors import StoreUnavailable
+from sentinel_domain.models import (
     ChangeContextRequest,
     EvidenceRequest,
     Policy,
@@ -17,8 +17,8 @@ from sentinel.models import (
     ReviewRequest,
     SettlementRequest,
 )
-from sentinel.ports import Stream, StreamRef
-from sentinel.usecases import Gate
+from sentinel_domain.ports import Stream, StreamRef
+from sentinel_domain.usecases import Gate
 from world import (
     ADMIN,
     CI,

@@ -2,7 +2,7 @@
 
 import json
 
-from functions.shared.decision_metrics import emf_line, outcome
+from sentinel_service.adapters.decision_metrics import emf_line, outcome
 
 
 def test_outcomes_are_told_apart() -> None:

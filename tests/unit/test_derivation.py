@@ -1,4 +1,4 @@
-"""Unit tests for sentinel.derivation: obligations from changed files and from OpenAPI diffs (DOMAIN.md rules
+"""Unit tests for sentinel_domain.derivation: obligations from changed files and from OpenAPI diffs (DOMAIN.md rules
 5 and 6, issue 3). A per-operation obligation is scoped `<document>/<METHOD> <path template>`, carries the
 reason it was derived, and an unreadable document is a refusal, never "no changes"."""
 
@@ -10,10 +10,16 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from sentinel import openapi
-from sentinel.derivation import MAX_REASON_CHARS, derive, obligation_id
-from sentinel.errors import Refusal
-from sentinel.models import CandidateRequest, Change, ChangeContextRequest, DerivationRule, ProjectConfig
+from sentinel_domain import openapi
+from sentinel_domain.derivation import MAX_REASON_CHARS, derive, obligation_id
+from sentinel_domain.errors import Refusal
+from sentinel_domain.models import (
+    CandidateRequest,
+    Change,
+    ChangeContextRequest,
+    DerivationRule,
+    ProjectConfig,
+)
 from world import BASE, PROJECT, REQUESTER, REV, World
 
 OK = {"200": {"description": "ok"}}

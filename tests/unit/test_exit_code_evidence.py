@@ -12,8 +12,8 @@ import pytest
 import rfc8785
 from pydantic import ValidationError
 
-from sentinel.evidence import EvidenceRefused, judge
-from sentinel.models import EvidenceRequest, Policy
+from sentinel_domain.evidence import EvidenceRefused, judge
+from sentinel_domain.models import EvidenceRequest, Policy
 from world import ADMIN, CI, LINT_POLICY, PROJECT, REQUESTER, REV, START, World
 
 SHA = "a" * 64

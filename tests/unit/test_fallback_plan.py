@@ -1,7 +1,7 @@
 """The deterministic fallback plan stands in even for scopes a placeholder cannot carry as they are."""
 
-from sentinel.models import CandidateRequest, Policy, ProjectConfig
-from sentinel.plans import conforms
+from sentinel_domain.models import CandidateRequest, Policy, ProjectConfig
+from sentinel_domain.plans import conforms
 from world import ADMIN, BASE, CONFIG, PROJECT, REQUESTER, REV, UNIT_POLICY, World
 
 BEFORE = {"openapi": "3.0.3", "info": {"title": "p", "version": "1"},

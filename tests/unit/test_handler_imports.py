@@ -26,7 +26,7 @@ RESOLVER_DEPENDENCIES = frozenset({
 })
 ALLOWED_THIRD_PARTY = {name: RESOLVER_DEPENDENCIES for name in ROUTED} | {
     # botocore.exceptions to judge store errors, nothing else: the identity constants it needs live in the
-    # pydantic-free sentinel.identity (pydantic would cost about 90 ms with bytecode, 200 ms without).
+    # pydantic-free sentinel_domain.identity (pydantic would cost about 90 ms with bytecode, 200 ms without).
     "authorizer": frozenset({"botocore"}),
 }
 # Powertools subpackages: aws_lambda_powertools/__init__ loads logging, metrics and tracing (the Tracer
@@ -39,7 +39,7 @@ ALLOWED_POWERTOOLS_UTILITIES = {name: frozenset({"data_classes", "jmespath_utils
 
 # Never at import, whatever the handler: each would cost every cold start and do nothing for it.
 NEVER_AT_IMPORT = {
-    "boto3": "clients are built on the first call (bootstrap.dynamodb_client, the authorizer's _resolve)",
+    "boto3": "clients are built on the first call (the composition root, the authorizer's _resolve)",
     "botocore.client": "no AWS client may be built at import (moto and cold starts need them lazy)",
     "botocore.session": "no AWS client may be built at import",
     "urllib3": "the AWS transport comes with the first client, not at import",
@@ -51,8 +51,8 @@ NEVER_AT_IMPORT = {
     "aws_lambda_powertools.utilities.batch": "no batch processing in an API handler",
     "yaml": "no handler parses YAML at import; parse OpenAPI documents lazily where they are derived",
     "moto": "the emulator never ships",
-    "local": "functions never import the local runner",
-    "client": "functions never import the client",
+    "sentinel_runner": "functions never import the local runner",
+    "sentinel_client": "functions never import the client",
 }
 
 PROBE = """\
@@ -70,15 +70,15 @@ def modules_loaded_by(handler: str) -> frozenset[str]:
            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
            # As on Lambda: a Tracer added at import would switch tracing on and load the X-Ray SDK here too.
            "AWS_LAMBDA_FUNCTION_NAME": f"sentinel-{handler}"}
-    out = subprocess.run([sys.executable, "-c", PROBE, f"functions.{handler}.handler"], cwd=ROOT, env=env,
+    out = subprocess.run([sys.executable, "-c", PROBE, f"sentinel_service.handlers.{handler}"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, f"importing functions.{handler}.handler failed:\n{out.stderr[-3000:]}"
+    assert out.returncode == 0, f"importing sentinel_service.handlers.{handler} failed:\n{out.stderr[-3000:]}"
     return frozenset(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def third_party(modules: frozenset[str]) -> set[str]:
     roots = {m.split(".")[0] for m in modules if not m.startswith("_")}
-    return roots - set(sys.stdlib_module_names) - {"functions", "sentinel"}
+    return roots - set(sys.stdlib_module_names) - {"sentinel_service", "sentinel_domain"}
 
 
 def powertools_parts(modules: frozenset[str], depth: int, prefix: str = "aws_lambda_powertools.") -> set[str]:
@@ -87,7 +87,7 @@ def powertools_parts(modules: frozenset[str], depth: int, prefix: str = "aws_lam
 
 def test_every_function_has_an_allowed_set() -> None:
     # Given the route table's functions, When a function is added, Then it needs its own allowed set here
-    from functions.shared.routes import FUNCTIONS
+    from sentinel_service.http.routes import FUNCTIONS
 
     assert set(FUNCTIONS) == set(ROUTED)
 
@@ -96,7 +96,7 @@ def test_every_function_has_an_allowed_set() -> None:
 def test_the_handler_imports_nothing_it_does_not_use(handler: str) -> None:
     # Given a fresh interpreter, When it imports the handler as Lambda's INIT phase does
     modules = modules_loaded_by(handler)
-    hint = f"find who imports it with: .venv/bin/python -X importtime -c 'import functions.{handler}.handler'"
+    hint = f"find who imports it with: .venv/bin/python -X importtime -c 'import sentinel_service.handlers.{handler}'"
     # Then nothing that must wait for the first call, or never ships, was imported
     forbidden = {name: why for name, why in NEVER_AT_IMPORT.items() if name in modules}
     assert forbidden == {}, hint

@@ -16,11 +16,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sentinel.derivation import derive
-from sentinel.errors import Refusal
-from sentinel.evidence import EvidenceRefused, judge
-from sentinel.models import Change, EvidenceRequest, Policy, ProjectConfig
-from sentinel.usecases import Gate
+from sentinel_domain.derivation import derive
+from sentinel_domain.errors import Refusal
+from sentinel_domain.evidence import EvidenceRefused, judge
+from sentinel_domain.models import Change, EvidenceRequest, Policy, ProjectConfig
+from sentinel_domain.usecases import Gate
 from world import BASE, CI, PROJECT, REV, UNIT_POLICY, World
 
 SECONDS = 2.0

@@ -1,4 +1,4 @@
-"""Unit tests for sentinel.junit (DOMAIN.md rule 8: evidence outcomes), on small hand-written reports."""
+"""Unit tests for sentinel_domain.junit (DOMAIN.md rule 8: evidence outcomes), on small hand-written reports."""
 
 from __future__ import annotations
 
@@ -7,7 +7,14 @@ import time
 
 import pytest
 
-from sentinel.junit import MAX_BYTES, MAX_DEPTH, JUnitSummary, JUnitTooLarge, MalformedJUnit, parse_junit
+from sentinel_domain.junit import (
+    MAX_BYTES,
+    MAX_DEPTH,
+    JUnitSummary,
+    JUnitTooLarge,
+    MalformedJUnit,
+    parse_junit,
+)
 
 
 def summary(tests: int, failures: int, errors: int, skipped: int, outcome: str) -> JUnitSummary:

@@ -1,4 +1,4 @@
-"""Unit tests for sentinel.openapi: reading documents safely, resolving internal $refs, and the diff with its
+"""Unit tests for sentinel_domain.openapi: reading documents safely, resolving internal $refs, and the diff with its
 breaking classification (consumer-side: what the client sends may not be refused more, what it receives may
 not vary more). Hostile inputs with time and memory bounds live in test_hostile_inputs.py."""
 
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from sentinel import openapi
-from sentinel.openapi import (
+from sentinel_domain import openapi
+from sentinel_domain.openapi import (
     MAX_REF_HOPS,
     MalformedOpenApi,
     diff_openapi,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import rfc8785
 
-from sentinel.errors import Refusal
-from sentinel.ports import StreamRef
+from sentinel_domain.errors import Refusal
+from sentinel_domain.ports import StreamRef
 from world import LINT_POLICY, PROJECT, REQUESTER, REV, UNIT_POLICY, World
 
 PREFLIGHT_CODES = {"PLAN_SCHEMA_INVALID", "PLAN_DUPLICATE_ID", "PLAN_UNKNOWN_POLICY", "PLAN_UNKNOWN_DEPENDENCY",

@@ -13,11 +13,11 @@ from typing import Any
 import jsonschema
 import pytest
 
-from sentinel.errors import Refusal, StoreConflict
-from sentinel.memory import MemoryStore
-from sentinel.models import ChangeContextRequest, EvidenceRequest, Plan, ReportRequest, ReviewRequest
-from sentinel.ports import Append, StreamRef
-from sentinel.proposals import (
+from sentinel_domain.errors import Refusal, StoreConflict
+from sentinel_domain.memory import MemoryStore
+from sentinel_domain.models import ChangeContextRequest, EvidenceRequest, Plan, ReportRequest, ReviewRequest
+from sentinel_domain.ports import Append, StreamRef
+from sentinel_domain.proposals import (
     DATA_CLOSE,
     DATA_OPEN,
     FALLBACK_REASONS,
@@ -378,7 +378,7 @@ def test_change_context_text_reaches_the_model_only_as_quoted_json_data(world: W
 
 
 def test_the_tool_schema_is_the_plan_schema_self_contained() -> None:
-    # Given the plan schema pydantic derives from sentinel.models.Plan
+    # Given the plan schema pydantic derives from sentinel_domain.models.Plan
     schema = plan_tool_schema()
     # Then the tool schema has the same fields, refuses unknown ones, and needs no reference resolution
     assert set(schema["properties"]) == set(Plan.model_json_schema()["properties"]) == {"tasks", "actions"}

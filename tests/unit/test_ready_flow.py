@@ -1,13 +1,13 @@
 """The end-to-end ready flow of API.md, through the use cases on the in-memory store."""
 
-from sentinel.models import (
+from sentinel_domain.models import (
     ChangeContextRequest,
     EvidenceRequest,
     ExecutionRequest,
     ReportRequest,
     ReviewRequest,
 )
-from sentinel.ports import StreamRef
+from sentinel_domain.ports import StreamRef
 from world import CI, PROJECT, REQUESTER, REV, REVIEWER, World
 
 JUNIT_PASS = ('<testsuite name="s"><testcase classname="a" name="t1"/><testcase classname="a" name="t2"/>'
@@ -73,7 +73,7 @@ def test_ready_flow_reaches_ready_with_a_verified_chain(world: World) -> None:
 
 def test_an_allow_list_change_between_check_and_write_refuses_the_execution(world: World) -> None:
     # Given an approved plan that declares a dispatch_checks action
-    from sentinel.models import ProjectConfig
+    from sentinel_domain.models import ProjectConfig
     from world import ADMIN, CONFIG
 
     gate = world.gate
@@ -97,7 +97,7 @@ def test_an_allow_list_change_between_check_and_write_refuses_the_execution(worl
     # Then the write's condition on the project chain fails, the re-judged execution is refused
     import pytest
 
-    from sentinel.errors import Refusal
+    from sentinel_domain.errors import Refusal
 
     with pytest.raises(Refusal) as refused:
         gate.execute(PROJECT, cid, "A1", REQUESTER, ExecutionRequest(plan_digest=digest,

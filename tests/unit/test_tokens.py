@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from functions.shared.tokens import (
+from sentinel_service.adapters.tokens import (
     ALPHABET,
     DEFAULT_TTL_SECONDS,
     MAX_TTL_SECONDS,

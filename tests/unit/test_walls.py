@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CORE = ROOT / "layers" / "core" / "python" / "sentinel"
+CORE = ROOT / "src" / "sentinel_domain"
 CORE_ALLOWED = {"pydantic", "rfc8785", "defusedxml", "yaml"}
 
 
@@ -25,7 +25,7 @@ def imported_roots(folder: Path) -> dict[str, set[str]]:
 
 def test_the_domain_core_imports_only_the_standard_library_and_its_pure_dependencies() -> None:
     outside = {root: files for root, files in imported_roots(CORE).items()
-               if root not in sys.stdlib_module_names and root not in CORE_ALLOWED and root != "sentinel"}
+               if root not in sys.stdlib_module_names and root not in CORE_ALLOWED and root != "sentinel_domain"}
     assert outside == {}
 
 
@@ -35,16 +35,16 @@ def test_the_domain_core_never_reads_the_environment() -> None:
 
 
 def test_the_client_imports_only_the_standard_library() -> None:
-    outside = {root: files for root, files in imported_roots(ROOT / "client").items()
-               if root not in sys.stdlib_module_names and root != "client"}
+    outside = {root: files for root, files in imported_roots(ROOT / "src" / "sentinel_client").items()
+               if root not in sys.stdlib_module_names and root != "sentinel_client"}
     assert outside == {}
 
 
 def test_no_module_builds_an_aws_client_at_import_time() -> None:
     # A boto3 client at module level would escape moto and cost every cold start.
     offenders = []
-    for folder in ("functions", "local", "layers"):
-        for path in (ROOT / folder).rglob("*.py"):
+    for folder in ("sentinel_service", "sentinel_runner", "sentinel_domain"):
+        for path in (ROOT / "src" / folder).rglob("*.py"):
             for node in ast.parse(path.read_text()).body:
                 if isinstance(node, ast.Assign | ast.Expr) and "boto3.client(" in ast.unparse(node):
                     offenders.append(path.name)

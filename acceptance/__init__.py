@@ -1,9 +1,0 @@
-"""The live acceptance gate: after each deploy, prove that the stack that is running is the one that was built
-and tested, and that the ready flow of API.md works through it.
-
-`python -m acceptance run` checks a deployed stack (`make acceptance`, and `make deploy` after the deploy);
-`python -m acceptance local` checks the same way an emulated deployment on a moto server, with the HTTP checks
-against the local runner started from the built packages (`make acceptance-local`); `python -m acceptance mint`
-issues the acceptance principals' short-lived tokens. Every run writes an attempt-numbered JSON report.
-See docs/acceptance.md.
-"""

@@ -1,5 +1,0 @@
-"""Lambda entry point of the health function: its routes come from the one route table."""
-
-from functions.shared.routes import lambda_handler
-
-handler = lambda_handler("health")

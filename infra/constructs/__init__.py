@@ -1,1 +1,0 @@
-"""One construct per concern; `infra.stack` wires them together."""

@@ -1,0 +1,216 @@
+"""The acceptance principals and their tokens.
+
+The suite acts through three principals that hold roles only in a dedicated acceptance project, so a run can
+touch nothing else. Their tokens come from the environment (`SENTINEL_ACCEPTANCE_TOKEN_<ROLE>`) or from one
+AWS Secrets Manager secret holding `{"tokens": {role: token}, "expires_at": {role: time}}`; never from a file
+in the repository, never from a command line. `mint()` is the operator's side: it provisions the project and
+the principals when missing and issues each principal a fresh short-lived token (one hour by default).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sentinel_service import names
+
+# The flow's three roles: (principal id, kind, roles in the acceptance project). The reviewer is a human who
+# sponsors no one, so its approval is never a self-approval; the publisher is the project's one trusted CI.
+PRINCIPALS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "requester": ("acceptance-requester", "agent", ("requester",)),
+    "publisher": ("acceptance-publisher", "ci", ("publisher",)),
+    "reviewer": ("acceptance-reviewer", "human", ("reviewer",)),
+}
+ROLES = tuple(PRINCIPALS)
+ENV_TOKEN = "SENTINEL_ACCEPTANCE_TOKEN_{role}"
+ENV_SECRET = "SENTINEL_ACCEPTANCE_TOKENS_SECRET"
+DEFAULT_TTL = "1h"
+# A token that outlives this is not short-lived: the suite refuses to run with it (when its expiry is known).
+MAX_LIFETIME = timedelta(hours=24)
+
+POLICIES = {
+    "unit-tests": {"check_type": "unit", "command": "pytest -q {scope}", "expected_exit_code": 0,
+                   "expected_artifacts": [], "fail_message": "Unit tests failed",
+                   "remediation_hint": "Run pytest -q locally and read the first failure",
+                   "max_evidence_age_seconds": 86400, "trusted_publishers": [PRINCIPALS["publisher"][0]],
+                   "min_tests": 1},
+}
+# What sentinel_client.flow.run_ready_flow expects of its project: its default files derive unit-tests obligations
+# (services/payments/** by rule, scripts/release.sh as unclassified), the publisher attests change context,
+# and dispatch_checks is allowed.
+CONFIG = {"environments": ["staging"],
+          "derivation_rules": [{"files": ["services/payments/**"], "policy_id": "unit-tests",
+                                "scope": "payments-api"}],
+          "unclassified_policy": "unit-tests", "change_context_publishers": [PRINCIPALS["publisher"][0]],
+          "allowed_action_types": ["dispatch_checks"], "notify_channels": [],
+          "approvals_required": 1, "approval_ttl_seconds": 3600, "settlement_required": False}
+
+
+def default_secret_id(stage: str) -> str:
+    return f"sentinel/{stage}/acceptance-tokens"
+
+
+class TokensUnavailable(Exception):
+    """No complete set of acceptance tokens: the suite fails closed and says where it looked."""
+
+
+@dataclass
+class Tokens:
+    tokens: dict[str, str]
+    source: str  # "environment" or "secret <id>" (never a token)
+    expires_at: dict[str, str] = field(default_factory=dict)
+
+    def secrets(self) -> list[str]:
+        """Every token, so checks can assert none of them appears in an answer or a report."""
+        return list(self.tokens.values())
+
+
+def load_tokens(env: Mapping[str, str], stage: str, secrets_client: Any = None) -> Tokens:
+    """From the environment when every role's variable is set, else from the Secrets Manager secret named by
+    SENTINEL_ACCEPTANCE_TOKENS_SECRET (default sentinel/<stage>/acceptance-tokens)."""
+    from_env = {role: env.get(ENV_TOKEN.format(role=role.upper()), "").strip() for role in ROLES}
+    if all(from_env.values()):
+        return Tokens(from_env, "environment")
+    partial = [ENV_TOKEN.format(role=role.upper()) for role, token in from_env.items() if token]
+    if partial:
+        raise TokensUnavailable(f"only {', '.join(partial)} is set: set all of "
+                                + ", ".join(ENV_TOKEN.format(role=r.upper()) for r in ROLES))
+    secret_id = env.get(ENV_SECRET) or default_secret_id(stage)
+    if secrets_client is None:
+        raise TokensUnavailable(f"no {ENV_TOKEN.format(role='<ROLE>')} variables and no AWS access to read "
+                                f"the secret {secret_id}")
+    try:
+        answer = secrets_client.get_secret_value(SecretId=secret_id)
+        payload = json.loads(answer["SecretString"])
+    except Exception as error:  # any failure to read the secret is "no tokens", never a guess
+        code = getattr(error, "response", {}).get("Error", {}).get("Code", type(error).__name__)
+        raise TokensUnavailable(
+            f"no {ENV_TOKEN.format(role='<ROLE>')} variables, and the secret {secret_id} cannot be read ({code}): "
+            "run `make acceptance-tokens` (python -m sentinel_acceptance mint) or set the variables") from None
+    tokens = {role: str(payload.get("tokens", {}).get(role, "")) for role in ROLES}
+    if not all(tokens.values()):
+        raise TokensUnavailable(f"the secret {secret_id} lacks a token for "
+                                + ", ".join(r for r, t in tokens.items() if not t))
+    return Tokens(tokens, f"secret {secret_id}", {r: str(t) for r, t in payload.get("expires_at", {}).items()})
+
+
+# ---- minting (the operator's side) -----------------------------------------------------------------------
+
+@dataclass
+class Minted:
+    tokens: dict[str, str]
+    expires_at: dict[str, str]
+    created: list[str]  # what did not exist before: the project, principals
+
+
+def operator_runtime(outputs: Mapping[str, str | None], region: str, endpoint: str | None = None,
+                     token_key_file: str | None = None) -> Any:
+    """The operator's view of the deployed tables (sentinel_runner.runtime.Runtime), built from the stack's outputs
+    rather than the environment, with the operator's own AWS credentials (or the emulation's endpoint)."""
+    import boto3
+    from botocore.config import Config
+
+    from sentinel_domain.usecases import Gate
+    from sentinel_runner.embedded import LockedClient
+    from sentinel_runner.runtime import Runtime
+    from sentinel_service.adapters.dynamodb_store import DynamoStateStore
+    from sentinel_service.adapters.principals import PrincipalAdmin, PrincipalDirectory
+    from sentinel_service.adapters.system_ports import RandomIds, SystemClock
+    from sentinel_service.compose import build_proposer
+    from sentinel_service.settings import Settings
+
+    env = {"SENTINEL_STATE_TABLE": outputs.get(names.OUTPUT_STATE_TABLE) or "",
+           "SENTINEL_PRINCIPALS_TABLE": outputs.get(names.OUTPUT_PRINCIPALS_TABLE) or "",
+           "AWS_REGION": region, "SENTINEL_RUNTIME": "operator"}
+    if token_key_file:
+        env["SENTINEL_TOKEN_KEY_FILE"] = token_key_file
+    else:
+        env["SENTINEL_TOKEN_KEY_SECRET_ARN"] = outputs.get(names.OUTPUT_TOKEN_KEY_SECRET_ARN) or ""
+    if not env["SENTINEL_STATE_TABLE"] or not env["SENTINEL_PRINCIPALS_TABLE"]:
+        raise TokensUnavailable("the stack's outputs name no state or principals table")
+    settings = Settings.from_env(env)
+    kwargs: dict[str, Any] = {"region_name": region,
+                              "config": Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 3})}
+    if endpoint:
+        kwargs.update(endpoint_url=endpoint, aws_access_key_id="acceptance", aws_secret_access_key="acceptance")
+    client = LockedClient(boto3.client("dynamodb", **kwargs))
+    store = DynamoStateStore(client, settings.state_table)
+    gate = Gate(store, SystemClock(), RandomIds(), proposer=build_proposer(settings))
+    return Runtime(settings, client, gate, store, PrincipalAdmin(client, settings.principals_table),
+                   PrincipalDirectory(client, settings.principals_table))
+
+
+def mint(rt: Any, project: str, ttl_seconds: int) -> Minted:
+    """Provision the acceptance project and principals where missing; issue each principal a new token.
+    Rotating voids the previous token at once, so a leaked token from an earlier run is worthless."""
+    from sentinel_domain.models import Policy, ProjectConfig
+    from sentinel_runner.cli import _now, _project_exists, _record_on_chains, add_principal
+    from sentinel_runner.seed import OPERATOR
+    from sentinel_service.adapters.principals import PrincipalRefused
+
+    created = []
+    if not _project_exists(rt, project):
+        rt.gate.create_project(project)
+        for policy_id, policy in POLICIES.items():
+            rt.gate.put_policy(project, policy_id, OPERATOR, Policy.model_validate(policy))
+        rt.gate.put_config(project, OPERATOR, ProjectConfig.model_validate(CONFIG), None)
+        created.append(f"project {project}")
+    key = rt.token_key()
+    tokens, expires = {}, {}
+    for role, (principal_id, kind, roles) in PRINCIPALS.items():
+        try:
+            tokens[role] = add_principal(rt, principal_id, kind, None, {project: list(roles)}, ttl_seconds)
+            created.append(f"principal {principal_id}")
+        except PrincipalRefused as refused:
+            if refused.code != "PRINCIPAL_EXISTS":
+                raise
+            tokens[role] = rt.admin.rotate(principal_id, ttl_seconds, key, _now())
+            _record_on_chains(rt, principal_id, "principal.rotated", {})
+        view = rt.admin.get(principal_id) or {}
+        expires[role] = str(view.get("token_expires_at") or "")
+    return Minted(tokens, expires, created)
+
+
+def store_in_secret(secrets_client: Any, secret_id: str, minted: Minted) -> str:
+    """Put the tokens in the secret (created on first use); returns the secret's id. Nothing is printed."""
+    payload = json.dumps({"tokens": minted.tokens, "expires_at": minted.expires_at})
+    try:
+        secrets_client.put_secret_value(SecretId=secret_id, SecretString=payload)
+    except secrets_client.exceptions.ResourceNotFoundException:
+        secrets_client.create_secret(Name=secret_id, SecretString=payload,
+                                     Description="Sentinel acceptance principals' short-lived tokens "
+                                                 "(python -m sentinel_acceptance mint)")
+    return secret_id
+
+
+def append_github_env(path: str, minted: Minted) -> None:
+    """For GitHub Actions: mask each token in the log, then hand it to later steps through $GITHUB_ENV."""
+    for token in minted.tokens.values():
+        print(f"::add-mask::{token}", flush=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(descriptor, "a", encoding="utf-8") as out:
+        for role, token in minted.tokens.items():
+            out.write(f"{ENV_TOKEN.format(role=role.upper())}={token}\n")
+
+
+def lifetime_problems(tokens: Tokens, now: datetime | None = None) -> list[str]:
+    """Roles whose recorded expiry is past or further away than MAX_LIFETIME (unknown expiry: not judged)."""
+    moment = now or datetime.now(UTC)
+    problems = []
+    for role, text in tokens.expires_at.items():
+        if not text:
+            continue
+        try:
+            expiry = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            problems.append(f"{role}: unreadable expiry {text!r}")
+            continue
+        if expiry <= moment:
+            problems.append(f"{role}: token expired at {text}")
+        elif expiry - moment > MAX_LIFETIME:
+            problems.append(f"{role}: token lives until {text}, longer than {MAX_LIFETIME} (not short-lived)")
+    return problems

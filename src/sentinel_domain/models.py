@@ -1,0 +1,222 @@
+"""The typed shapes of what callers send and what the gate stores (pydantic v2, unknown fields refused)."""
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+from .identity import IDENT, PROJECT_ID, ROLES_BY_KIND  # noqa: F401 - re-exported for callers of models
+
+REVISION = re.compile(r"^(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$")
+DIGEST = r"^[0-9a-f]{64}$"
+
+Kind = Literal["human", "agent", "ci"]
+Role = Literal["requester", "reviewer", "auditor", "admin", "publisher"]
+ActionType = Literal["dispatch_checks", "notify", "promote"]
+
+ACTION_TYPES: tuple[str, ...] = ("dispatch_checks", "notify", "promote")
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+def _storable_time(value: Any) -> Any:
+    from .times import format_time
+
+    format_time(value)  # raises ValueError outside the years 1970..9999
+    return value
+
+
+Ident = Annotated[str, StringConstraints(pattern=IDENT)]
+Text = Annotated[str, StringConstraints(max_length=4000)]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_not_blank)]
+Path = Annotated[str, StringConstraints(min_length=1, max_length=1024), AfterValidator(_not_blank)]
+Digest = Annotated[str, StringConstraints(pattern=DIGEST)]
+
+
+class Strict(BaseModel):
+    # strict: a JSON string is never coerced into a number or a boolean ("0" is not an exit code).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Actor(Strict):
+    """Who made a request: taken from the credential, never from a body."""
+
+    id: str
+    kind: Kind
+    sponsor: str | None = None
+    roles: tuple[str, ...] = ()
+
+    def fact(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "sponsor": self.sponsor}
+
+
+class DerivationRule(Strict):
+    """`files` globs, or an `openapi` document name. For a document, `per` says whether one obligation covers
+    the document or each affected operation owes its own (scoped `<document>/<METHOD> <path>`), and `when`
+    which changes count: `any` semantic change (the default), only `breaking` ones, or only `security` ones
+    (to an operation's security requirements or the schemes they use). `scope` is the document's scope
+    (default: its name)."""
+
+    files: list[Annotated[str, StringConstraints(min_length=1, max_length=512)]] | None = None
+    openapi: Name | None = None
+    policy_id: Ident
+    scope: Path | None = None
+    per: Literal["document", "operation"] | None = None
+    when: Literal["any", "breaking", "security"] | None = None
+
+    @model_validator(mode="after")
+    def _document_options_need_a_document(self) -> "DerivationRule":
+        if self.openapi is None and (self.per is not None or self.when is not None):
+            raise ValueError("per and when apply only to a rule that names an openapi document")
+        return self
+
+
+class ProjectConfig(Strict):
+    environments: list[Ident] = Field(min_length=1, max_length=50)
+    derivation_rules: list[DerivationRule] = Field(default_factory=list, max_length=500)
+    unclassified_policy: Ident
+    change_context_publishers: list[Ident] = Field(default_factory=list)
+    allowed_action_types: list[ActionType] = Field(default_factory=list)
+    notify_channels: list[Ident] = Field(default_factory=list)
+    approvals_required: int = Field(default=1, ge=1, le=10)
+    approval_ttl_seconds: int = Field(default=86400, ge=60, le=30 * 86400)
+    settlement_required: bool = False
+
+
+class Policy(Strict):
+    check_type: Ident
+    command: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+    expected_exit_code: int = Field(default=0, ge=0, le=255)
+    expected_artifacts: list[Annotated[str, StringConstraints(min_length=1, max_length=512)]] = Field(
+        default_factory=list
+    )
+    fail_message: Text = ""
+    remediation_hint: Text = ""
+    max_evidence_age_seconds: int = Field(gt=0, le=365 * 86400)
+    trusted_publishers: list[Ident] = Field(default_factory=list)
+    min_tests: int = Field(ge=0, le=1_000_000)
+
+
+class OpenApiChange(Strict):
+    """One OpenAPI document before and after the change. Each side is a JSON object, YAML or JSON text, or
+    null (the document was added or removed). Parsed and checked by sentinel_domain.openapi during derivation."""
+
+    name: Name
+    before: dict[str, Any] | str | None = None
+    after: dict[str, Any] | str | None = None
+
+
+class Change(Strict):
+    files: list[Path] = Field(default_factory=list, max_length=20000)
+    openapi: list[OpenApiChange] = Field(default_factory=list, max_length=100)
+
+
+class CandidateRequest(Strict):
+    subject: Name
+    base_revision: str
+    revision: str
+    environment: Ident
+    change: Change
+
+
+class ChangeContextRequest(Strict):
+    change: Change
+
+
+class Check(Strict):
+    check_id: Ident
+    policy_ref: Ident
+    command: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+    expected_exit_code: int
+    covers: list[str] = Field(default_factory=list)
+    assertions: list[Annotated[str, StringConstraints(max_length=500)]] = Field(default_factory=list)
+
+
+class Task(Strict):
+    task_id: Ident
+    title: Annotated[str, StringConstraints(min_length=1, max_length=300)]
+    files: list[Annotated[str, StringConstraints(min_length=1, max_length=512)]] = Field(default_factory=list)
+    depends_on: list[str] = Field(default_factory=list)
+    checks: list[Check] = Field(min_length=1)
+
+
+class Action(Strict):
+    action_id: Ident
+    type: str
+    params: dict[str, Any]
+    max_executions: int = Field(default=1, ge=1, le=100)
+
+
+class Plan(Strict):
+    tasks: list[Task] = Field(min_length=1, max_length=2000)
+    actions: list[Action] = Field(default_factory=list, max_length=100)
+
+
+class ReviewRequest(Strict):
+    decision: Literal["approve", "reject"]
+    plan_digest: str
+    revision: str
+    comment: Text = ""
+
+
+class ExecutionRequest(Strict):
+    plan_digest: str
+    params: dict[str, Any]
+
+
+class Source(Strict):
+    system: Name
+    run_id: Annotated[str, StringConstraints(max_length=200)] = ""
+    url: Annotated[str, StringConstraints(max_length=2000)] = ""
+
+
+class Artifact(Strict):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=512)]
+    sha256: Digest
+
+
+class ExitResult(Strict):
+    exit_code: int = Field(ge=0, le=255)
+    artifacts: list[Artifact] = Field(default_factory=list, max_length=1000)
+
+
+class EvidenceRequest(Strict):
+    check_id: Ident
+    subject: Name
+    revision: str
+    environment: Ident
+    scope: list[Path] = Field(max_length=2000)
+    observed_at: Annotated[AwareDatetime, Field(strict=False), AfterValidator(_storable_time)]  # RFC 3339
+    source: Source
+    junit_xml: str | None = None
+    result: ExitResult | None = None
+
+
+class CheckClaim(Strict):
+    check_id: str
+    evidence_id: str
+
+
+class ReportRequest(Strict):
+    plan_digest: str
+    status: Literal["completed", "failed", "blocked"]
+    checks: list[CheckClaim] = Field(default_factory=list, max_length=1000)
+    summary: Text = ""
+    blocked_reason: Text | None = None
+
+
+class SettlementRequest(Strict):
+    plan_digest: str
+    note: Text = ""

@@ -1,0 +1,123 @@
+"""What the core needs from the outside world, as protocols. Adapters live in `functions.shared`."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class StreamRef:
+    """One audit chain: the project's (candidate_id None) or one candidate's."""
+
+    project: str
+    candidate_id: str | None = None
+
+
+@dataclass
+class Stream:
+    """Everything one strongly consistent read of a chain's partition returned."""
+
+    ref: StreamRef
+    events: list[dict[str, Any]]  # audit events, by seq
+    facts: dict[int, str]  # seq -> the fact's canonical JSON text, as stored
+    head: dict[str, Any] | None
+    complete: bool = True  # False when the read stopped at the page budget
+    pages: int = 1
+
+    @property
+    def seq(self) -> int:
+        return int(self.head["seq"]) if self.head else 0
+
+    @property
+    def head_hash(self) -> str | None:
+        return self.head.get("hash") if self.head else None
+
+
+@dataclass
+class IdempotencyRecord:
+    ref: StreamRef  # the partition the record lives in
+    scope: str  # route path, or "action:<action_id>" for executions
+    key: str
+    caller: str
+    request_hash: str
+    status: str = "in_progress"  # or "completed"
+    response_status: int = 0
+    response_body: dict[str, Any] | None = None
+    claimed_at: str = ""  # when this caller claimed the key; an older in-progress lease may be taken over
+    lease_until: str = ""
+
+
+@dataclass
+class Append:
+    """One accepted change: its fact, its audit event and what rides in the same transaction."""
+
+    ref: StreamRef
+    expected_seq: int  # 0 creates the chain
+    event: dict[str, Any]
+    fact_text: str
+    head: dict[str, Any]  # the chain head after this append
+    outbox: list[dict[str, Any]] = field(default_factory=list)
+    idempotency: IdempotencyRecord | None = None
+    claim: tuple[str, str] | None = None  # (uniqueness key, candidate id) for a new candidate
+    require_plan_digest: str | None = None  # re-checked in the transaction's condition
+    require_approval_after: str | None = None  # the approval must still be valid at this instant
+    # The project chain must still be at this seq: configuration (the allow-list) unchanged since the check.
+    require_project_seq: int | None = None
+
+
+class ClaimTaken(Exception):
+    def __init__(self, existing_id: str) -> None:
+        super().__init__(existing_id)
+        self.existing_id = existing_id
+
+
+class StateStore(Protocol):
+    def load(self, ref: StreamRef) -> Stream | None: ...
+
+    def append(self, append: Append) -> None:
+        """Write atomically; StoreConflict on a lost race, ClaimTaken, StoreUnavailable."""
+
+    def find_claim(self, project: str, key: str) -> str | None: ...
+
+    def list_claims(self, project: str, limit: int, cursor: str | None) -> tuple[list[dict[str, Any]], str | None]: ...
+
+    def idempotency_get(self, ref: StreamRef, scope: str, key: str) -> IdempotencyRecord | None: ...
+
+    def idempotency_begin(self, record: IdempotencyRecord) -> bool:
+        """Claim the key (False when a record exists already)."""
+
+    def idempotency_release(self, record: IdempotencyRecord) -> None:
+        """Drop an in-progress claim after a refusal: only successes are kept for replay."""
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+
+class Ids(Protocol):
+    def new_id(self, prefix: str) -> str: ...
+
+
+class Proposer(Protocol):
+    """Drafts a work plan with a model (DOMAIN.md rule 23). Adapters live in `sentinel_service.adapters.proposers`.
+
+    `request` is `sentinel_domain.proposals.proposal_request(...)`: the candidate's obligations, the project's
+    policies, its allow-listed action types and the changed paths. An adapter shows it to the model only
+    through `sentinel_domain.proposals.model_prompt` (quoted data, never instructions) and returns the model's plan
+    as a JSON object, unjudged: the gate runs scope validation and preflight on it.
+
+    To ask for the deterministic fallback, raise; an exception whose `code` is one of
+    `sentinel_domain.proposals.FALLBACK_REASONS` (`ProposalFailed` carries one) names the failure class, any other
+    is recorded as MODEL_ERROR. An adapter returns or raises within its own time budget, well inside API
+    Gateway's 30 s, and never puts a key in an exception, a log line or its `model_id`."""
+
+    provider: str  # "none", "bedrock", "openai": shown by the health route
+    model_id: str
+
+    def propose(self, request: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class Checkpoints(Protocol):
+    """The event archive's newest checkpoint of a chain ({seq, hash}), or None when it holds none."""
+
+    def newest(self, ref: StreamRef) -> dict[str, Any] | None: ...

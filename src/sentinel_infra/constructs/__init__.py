@@ -1,0 +1,1 @@
+"""One construct per concern; `sentinel_infra.stack` wires them together."""

@@ -1,0 +1,233 @@
+"""`sentinel`: the local runner and the operator's commands for projects and principals.
+
+Projects and principals are never managed through the API: these commands write the tables directly, with
+the operator's own credentials (or the embedded store's), and record each change on the project chain."""
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sentinel_domain.errors import Refusal
+from sentinel_domain.models import PROJECT_ID
+from sentinel_domain.ports import StreamRef
+from sentinel_service.adapters.principals import PrincipalRefused
+from sentinel_service.adapters.tokens import parse_duration
+
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def fail(code: str, message: str, next_step: str = "") -> int:
+    print(f"error: {code}: {message}" + (f"\nnext: {next_step}" if next_step else ""), file=sys.stderr)
+    return EXIT_REFUSED
+
+
+def _project_exists(rt: Any, project: str) -> bool:
+    stream = rt.store.load(StreamRef(project))
+    return bool(stream and stream.facts)
+
+
+# ---- projects ----------------------------------------------------------------------------------------
+
+def cmd_projects_create(args: argparse.Namespace) -> int:
+    import re
+
+    from .runtime import connect
+
+    if not re.match(PROJECT_ID, args.id):
+        return fail("VALIDATION_FAILED", f"a project id must match {PROJECT_ID}")
+    rt = connect(args.dynamodb_endpoint)
+    try:
+        result = rt.gate.create_project(args.id)
+    except Refusal as refusal:
+        return fail(refusal.code, refusal.detail, "pick another id, or use the existing project")
+    print(json.dumps({"project": args.id, "seq": result.body["seq"]}))
+    return 0
+
+
+# ---- principals --------------------------------------------------------------------------------------
+
+def _roles(args: argparse.Namespace) -> dict[str, list[str]]:
+    projects, roles = args.project or [], args.role or []
+    if len(projects) != len(roles):
+        raise PrincipalRefused("VALIDATION_FAILED", "give --project and --role in pairs")
+    out: dict[str, list[str]] = {}
+    for project, role in zip(projects, roles, strict=True):
+        out.setdefault(project, [])
+        if role not in out[project]:
+            out[project].append(role)
+    return out
+
+
+def add_principal(rt: Any, principal_id: str, kind: str, sponsor: str | None, roles: dict[str, list[str]],
+                  ttl_seconds: int | None) -> str:
+    missing = [p for p in roles if not _project_exists(rt, p)]
+    if missing:
+        raise PrincipalRefused("NOT_FOUND", f"no project {', '.join(missing)}: create it first")
+    token = rt.admin.add(principal_id, kind, sponsor, roles, ttl_seconds, rt.token_key(), _now())
+    for project, project_roles in roles.items():
+        rt.gate.record_project_event(project, "principal.added", {"principal_id": principal_id, "kind": kind,
+                                                                  "sponsor": sponsor, "roles": project_roles})
+    return token
+
+
+def _record_on_chains(rt: Any, principal_id: str, type_: str, payload: dict[str, Any]) -> None:
+    view = rt.admin.get(principal_id) or {}
+    for project in sorted(view.get("roles", {})):
+        rt.gate.record_project_event(project, type_, {"principal_id": principal_id, **payload})
+
+
+def cmd_principals(args: argparse.Namespace) -> int:
+    from .runtime import connect
+
+    rt = connect(args.dynamodb_endpoint)
+    try:
+        if args.action == "add":
+            ttl = parse_duration(args.ttl) if args.ttl else None
+            print(add_principal(rt, args.id, args.kind, args.sponsor, _roles(args), ttl))
+        elif args.action == "rotate":
+            ttl = parse_duration(args.ttl) if args.ttl else None
+            token = rt.admin.rotate(args.id, ttl, rt.token_key(), _now())
+            _record_on_chains(rt, args.id, "principal.rotated", {})
+            print(token)
+        elif args.action == "revoke":
+            rt.admin.revoke(args.id, args.compromised, _now())
+            _record_on_chains(rt, args.id, "principal.revoked", {"compromised": bool(args.compromised)})
+            print(json.dumps({"principal_id": args.id, "revoked": True, "compromised": bool(args.compromised)}))
+        else:
+            for principal in rt.admin.list():
+                print(json.dumps(principal, sort_keys=True))
+    except PrincipalRefused as refused:
+        return fail(refused.code, refused.message)
+    except ValueError as error:
+        return fail("VALIDATION_FAILED", str(error), "durations look like 30m, 12h or 90d")
+    return 0
+
+
+# ---- serve -------------------------------------------------------------------------------------------
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from sentinel_service import compose as bootstrap
+    from sentinel_service.handlers import authorizer
+
+    from .embedded import EmbeddedStore
+    from .gateway import LocalGateway, TokenBucket
+    from .relay import EventLog, OutboxRelay
+    from .runtime import connect
+    from .seed import seed_demo
+    from .server import make_server, serve_in_thread
+
+    embedded = None
+    endpoint = args.dynamodb_endpoint
+    if not endpoint:
+        embedded = EmbeddedStore()
+        endpoint = embedded.start()
+    rt = connect(endpoint)
+    bootstrap.use_gate(rt.gate)
+    authorizer.set_directory_for_tests(rt.directory, rt.token_key())
+    log = EventLog(Path(args.event_log) if args.event_log else None)
+    rt.gate.checkpoints = log
+    relay = OutboxRelay(rt.store, log)
+    relay.start()
+    throttle = TokenBucket(args.rate, args.burst) if args.rate > 0 else None
+    server = make_server(LocalGateway(throttle=throttle), args.host, args.port)
+    host, port = server.server_address[:2]
+    banner: dict[str, Any] = {"url": f"http://{host}:{port}", "dynamodb_endpoint": endpoint,
+                              "store": "embedded" if embedded else "external", "event_log": args.event_log}
+    if args.seed:
+        banner["seed"] = seed_demo(rt)
+    print(json.dumps(banner), flush=True)
+    serve_in_thread(server)
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    server.shutdown()
+    relay.stop()
+    if embedded:
+        embedded.stop()
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from sentinel_evaluation.cli import run
+
+    return run(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sentinel", description="Sentinel: the local gate and operator commands")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def endpoint(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--dynamodb-endpoint", help="the store (default: real DynamoDB with your AWS credentials, "
+                        "or SENTINEL_DYNAMODB_ENDPOINT)")
+
+    serve = sub.add_parser("serve", help="run the local gate on 127.0.0.1")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=0, help="0 picks a free port (the first line says which)")
+    serve.add_argument("--dynamodb-endpoint", help="use this store instead of the embedded one")
+    serve.add_argument("--seed", action="store_true", help="create the demo project and one principal per role")
+    serve.add_argument("--event-log", help="append relayed outbox events and checkpoints to this JSON-lines file")
+    serve.add_argument("--rate", type=float, default=100.0,
+                       help="stage throttle per caller, requests a second (0 turns it off)")
+    serve.add_argument("--burst", type=int, default=200, help="stage throttle burst per caller")
+    serve.set_defaults(run=cmd_serve)
+
+    projects = sub.add_parser("projects", help="manage projects").add_subparsers(dest="action", required=True)
+    create = projects.add_parser("create", help="create a project and its chain")
+    create.add_argument("--id", required=True)
+    endpoint(create)
+    create.set_defaults(run=cmd_projects_create)
+
+    principals = sub.add_parser("principals", help="manage principals").add_subparsers(dest="action",
+                                                                                        required=True)
+    add = principals.add_parser("add", help="create a principal; prints its token alone")
+    add.add_argument("--id", required=True)
+    add.add_argument("--kind", required=True, choices=["human", "agent", "ci"])
+    add.add_argument("--sponsor")
+    add.add_argument("--project", action="append")
+    add.add_argument("--role", action="append")
+    add.add_argument("--ttl", help="token lifetime, e.g. 12h or 90d (defaults: human 12h, ci and agent 90d)")
+    rotate = principals.add_parser("rotate", help="issue a new token; the old one stops working")
+    rotate.add_argument("--id", required=True)
+    rotate.add_argument("--ttl")
+    revoke = principals.add_parser("revoke", help="revoke a principal")
+    revoke.add_argument("--id", required=True)
+    revoke.add_argument("--compromised", action="store_true",
+                        help="also distrust all of its evidence from now on")
+    listing = principals.add_parser("list", help="list principals (never tokens)")
+    for sp in (add, rotate, revoke, listing):
+        endpoint(sp)
+        sp.set_defaults(run=cmd_principals)
+
+    # The harness is imported only when it runs: a packaged runner carries `local` without `evaluation`.
+    evaluate = sub.add_parser("eval", help="replay the scenario catalog twice through the real handlers")
+    evaluate.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
+    evaluate.add_argument("--scenario", action="append", metavar="NAME",
+                          help="run only this scenario (repeatable); the catalog-wide gates are skipped")
+    evaluate.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
+    evaluate.set_defaults(run=cmd_eval)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except Refusal as refusal:
+        return fail(refusal.code, refusal.detail)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""`sentinel serve --seed`: the demo project, its policies and configuration, and one principal per role."""
+
+from typing import Any
+
+from sentinel_domain.models import Actor, Policy, ProjectConfig
+from sentinel_service.adapters.principals import PrincipalRefused
+
+PROJECT = "demo"
+OPERATOR = Actor(id="operator", kind="human", roles=("admin",))
+
+POLICIES = {
+    "unit-tests": {"check_type": "unit", "command": "pytest -q {scope}", "expected_exit_code": 0,
+                   "expected_artifacts": [], "fail_message": "Unit tests failed",
+                   "remediation_hint": "Run pytest -q locally and read the first failure",
+                   "max_evidence_age_seconds": 86400, "trusted_publishers": ["ci-bot"], "min_tests": 1},
+    "lint": {"check_type": "lint", "command": "ruff check {scope}", "expected_exit_code": 0,
+             "expected_artifacts": [], "fail_message": "Lint failed",
+             "remediation_hint": "Run ruff check locally", "max_evidence_age_seconds": 86400,
+             "trusted_publishers": ["ci-bot"], "min_tests": 0},
+}
+CONFIG = {"environments": ["staging", "production"],
+          "derivation_rules": [{"files": ["services/payments/**"], "policy_id": "unit-tests",
+                                "scope": "payments-api"},
+                               {"files": ["docs/**"], "policy_id": "lint", "scope": "docs"}],
+          "unclassified_policy": "unit-tests", "change_context_publishers": ["ci-bot"],
+          "allowed_action_types": ["dispatch_checks", "notify"], "notify_channels": ["release-room"],
+          "approvals_required": 1, "approval_ttl_seconds": 86400, "settlement_required": False}
+# One principal per role. The agent acts for hank; rita reviews, and sponsors nobody here.
+PRINCIPALS = [
+    ("admin", "alice", "human", None, ["admin", "auditor"]),
+    ("human_requester", "hank", "human", None, ["requester"]),
+    ("requester", "agent-demo", "agent", "hank", ["requester"]),
+    ("reviewer", "rita", "human", None, ["reviewer"]),
+    ("publisher", "ci-bot", "ci", None, ["publisher", "requester"]),
+    ("auditor", "audra", "human", None, ["auditor"]),
+]
+
+
+def seed_demo(rt: Any) -> dict[str, Any]:
+    """Idempotent: an existing project keeps its chain; an existing principal gets a fresh token."""
+    from .cli import _now, _project_exists, add_principal
+
+    gate = rt.gate
+    if not _project_exists(rt, PROJECT):
+        gate.create_project(PROJECT)
+        for policy_id, policy in POLICIES.items():
+            gate.put_policy(PROJECT, policy_id, OPERATOR, Policy.model_validate(policy))
+        gate.put_config(PROJECT, OPERATOR, ProjectConfig.model_validate(CONFIG), None)
+    principals: dict[str, dict[str, str]] = {}
+    for role, principal_id, kind, sponsor, roles in PRINCIPALS:
+        try:
+            token = add_principal(rt, principal_id, kind, sponsor, {PROJECT: roles}, None)
+        except PrincipalRefused as refused:
+            if refused.code != "PRINCIPAL_EXISTS":
+                raise
+            token = rt.admin.rotate(principal_id, None, rt.token_key(), _now())
+        principals[role] = {"id": principal_id, "token": token}
+    return {"project": PROJECT, "principals": principals}
+
+

@@ -1,0 +1,5 @@
+"""Lambda entry point of the evidence function: its routes come from the one route table."""
+
+from sentinel_service.http.routes import lambda_handler
+
+handler = lambda_handler("evidence")

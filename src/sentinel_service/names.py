@@ -1,0 +1,82 @@
+"""The names the deployment, the functions and the acceptance suite must agree on, in one small module.
+
+Standard library only and free of side effects: the CDK app (infra/) imports it, the acceptance suite imports
+it to read the stack's outputs, and the functions may import it to emit the metrics the dashboard draws.
+Nothing here may import infra, boto3 or aws_cdk. Change a value here and every reader follows; an output key
+or a metric name is part of the deployment's contract, so add names rather than rename them.
+"""
+
+SERVICE = "sentinel"
+
+
+def stack_name(stage: str) -> str:
+    """The CloudFormation stack of one stage (`dev` -> `Sentinel-dev`)."""
+    return f"Sentinel-{stage}"
+
+
+# ---- CloudFormation outputs of the stack -------------------------------------------------------------------
+OUTPUT_API_URL = "ApiUrl"  # the API base without /v1, e.g. https://abc123.execute-api.eu-west-1.amazonaws.com
+OUTPUT_STATE_TABLE = "StateTableName"
+OUTPUT_PRINCIPALS_TABLE = "PrincipalsTableName"
+OUTPUT_TOKEN_KEY_SECRET_ARN = "TokenKeySecretArn"
+OUTPUT_EVENT_BUS = "EventBusName"
+OUTPUT_EVENT_ARCHIVE = "EventArchiveName"
+OUTPUT_RELAY_DLQ_URL = "RelayDeadLetterQueueUrl"
+OUTPUT_ALARM_TOPIC_ARN = "AlarmTopicArn"
+OUTPUT_DASHBOARD = "DashboardName"
+OUTPUT_PACKAGE_DIGEST = "PackageDigest"  # what /v1/health reports as package_digest
+# `make deploy` writes the outputs here ({stack name: {output key: value}}), relative to the repository.
+STACK_OUTPUTS_FILE = "build/stack-outputs.json"
+
+
+def function_output_key(function: str) -> str:
+    """The output holding one function's physical name (`gating` -> `GatingFunctionName`)."""
+    return "".join(part.capitalize() for part in function.split("_")) + "FunctionName"
+
+
+# ---- functions ---------------------------------------------------------------------------------------------
+AUTHORIZER_FUNCTION = "authorizer"  # with routes.FUNCTIONS, the complete set of deployed functions
+LIVE_ALIAS = "live"  # API Gateway invokes this alias of a published version, never $LATEST
+
+# Environment variables the deployment sets (sentinel_service.settings reads the SENTINEL_* ones).
+ENV_STATE_TABLE = "SENTINEL_STATE_TABLE"
+ENV_PRINCIPALS_TABLE = "SENTINEL_PRINCIPALS_TABLE"
+ENV_TOKEN_KEY_SECRET_ARN = "SENTINEL_TOKEN_KEY_SECRET_ARN"
+ENV_MODEL_PROVIDER = "SENTINEL_MODEL_PROVIDER"
+ENV_MODEL_ID = "SENTINEL_MODEL_ID"
+ENV_MODEL_REGION = "SENTINEL_MODEL_REGION"
+ENV_MODEL_BUDGET_SECONDS = "SENTINEL_MODEL_BUDGET_SECONDS"
+ENV_PACKAGE_DIGEST = "SENTINEL_PACKAGE_DIGEST"
+# Read by nobody: changing it (after a token key rotation) makes the authorizer a new version, so no warm
+# environment keeps the old key.
+ENV_TOKEN_KEY_GENERATION = "SENTINEL_TOKEN_KEY_GENERATION"
+ENV_RUNTIME = "SENTINEL_RUNTIME"
+RUNTIME_AWS_LAMBDA = "aws_lambda"
+
+# ---- tables ------------------------------------------------------------------------------------------------
+# DynamoDB TTL attribute (number, epoch seconds) on the principals table. TOKEN# items may carry it so expired
+# token hashes are swept; the authorizer never relies on the sweep (it compares expires_at itself, and TTL
+# deletion can lag by days). The state table has no TTL: chains, idempotency records and outbox items live as
+# long as their candidate.
+PRINCIPALS_TTL_ATTRIBUTE = "ttl_epoch"
+
+# ---- the outbox relay: DynamoDB Streams -> EventBridge Pipes -> bus ----------------------------------------
+# Each relayed stream record becomes one event whose `detail` is the DynamoDB stream record itself (its
+# `dynamodb.NewImage` holds the item in DynamoDB JSON), so no field is lost in a transformation.
+EVENT_SOURCE = "sentinel.outbox-relay"
+DETAIL_TYPE_OUTBOX = "sentinel.outbox"  # an outbox item (sk begins with "O#", outbox_pending present)
+DETAIL_TYPE_CHECKPOINT = "sentinel.checkpoint"  # a chain HEAD image: the chain checkpoint
+
+# ---- metrics -----------------------------------------------------------------------------------------------
+# Decisions by outcome, emitted by the decision endpoints as embedded metric format (one line per decision):
+# namespace "Sentinel", metric "Decisions" (Count), one dimension set [["Outcome"]].
+DECISIONS_NAMESPACE = "Sentinel"
+DECISIONS_METRIC = "Decisions"
+DECISIONS_DIMENSION = "Outcome"
+DECISION_OUTCOMES = ("ready", "hold", "hold_error")
+
+# Requests the authorizer refused (403 without reaching a function), counted from the API's access log by a
+# metric filter, per API (dimension ApiId), so that two stages in one account never add up.
+GATEWAY_NAMESPACE = "Sentinel/Gateway"
+AUTHORIZER_DENIALS_METRIC = "AuthorizerDenials"
+GATEWAY_API_DIMENSION = "ApiId"
