@@ -248,8 +248,8 @@ def test_a_document_without_a_rule_is_still_read_and_refused_when_unreadable():
 
 def test_the_documents_of_one_change_share_one_node_budget(monkeypatch):
     # Given caps of 600 nodes per document and 1,000 per change context, and three documents of 400 nodes
-    monkeypatch.setattr(openapi, "MAX_NODES", 600)
-    monkeypatch.setattr(openapi, "MAX_CHANGE_NODES", 1000)
+    monkeypatch.setattr(openapi.loader, "MAX_NODES", 600)
+    monkeypatch.setattr(openapi.limits, "MAX_CHANGE_NODES", 1000)
     doc = {"openapi": "3.0.0", "paths": {}, "x-values": list(range(394))}
     two = Change.model_validate({"openapi": [{"name": f"doc-{i}", "before": None, "after": doc} for i in range(2)]})
     three = Change.model_validate({"openapi": [{"name": f"doc-{i}", "before": None, "after": doc}

@@ -173,7 +173,7 @@ def test_a_large_integer_is_refused_inline_but_read_as_text():
 def test_a_document_may_hold_exactly_max_nodes_and_not_one_more(form, monkeypatch):
     # Given a cap of 100 nodes, and documents of 100 and 101 nodes (every object, array, key and scalar:
     # the root, the key "openapi" and its value, the key "x" and its array, then the array's items)
-    monkeypatch.setattr(openapi, "MAX_NODES", 100)
+    monkeypatch.setattr(openapi.loader, "MAX_NODES", 100)
 
     def text(items: int):
         value = {"openapi": "3.0.0", "x": list(range(items))}
@@ -189,7 +189,7 @@ def test_a_document_may_hold_exactly_max_nodes_and_not_one_more(form, monkeypatc
 
 def test_yaml_aliases_count_as_everything_they_stand_for(monkeypatch):
     # Given a cap of 100 nodes and an anchored list of 30 items used three times (4 x 31 nodes in all)
-    monkeypatch.setattr(openapi, "MAX_NODES", 100)
+    monkeypatch.setattr(openapi.loader, "MAX_NODES", 100)
     text = "openapi: 3.0.0\na: &l [" + ", ".join(["1"] * 30) + "]\nb: *l\nc: *l\nd: *l\n"
     # When it is loaded, Then the aliases were counted in full
     with pytest.raises(MalformedOpenApi, match="aliases expanded"):
