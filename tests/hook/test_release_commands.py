@@ -4,14 +4,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from client.commands import (
-    NoRepository,
-    analyse_command,
-    analyse_mcp,
-    analyse_powershell,
-    tokenize,
-)
+from client.release_analysis import analyse_command, analyse_mcp, analyse_powershell
+from client.releases import NoRepository
 from client.settings import DEFAULT_RELEASE_PATTERNS
+from client.shell_lexer import tokenize
 
 PATTERNS = list(DEFAULT_RELEASE_PATTERNS)
 SHA = "a" * 40
