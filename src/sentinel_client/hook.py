@@ -25,15 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sentinel_client.api import Response, SentinelClient, TransportError
-from sentinel_client.commands import (
-    FULL_COMMIT,
-    Analysis,
-    Release,
-    analyse_command,
-    analyse_mcp,
-    analyse_powershell,
-)
 from sentinel_client.settings import ClientConfigError, ClientSettings, SentinelClientError, load_settings
+
+from .release_analysis import FULL_COMMIT, analyse_command, analyse_mcp, analyse_powershell
+from .releases import Analysis, Release
 
 EXIT_PASS = 0
 EXIT_BLOCK = 2  # the only exit code Claude Code treats as blocking

@@ -4,14 +4,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from sentinel_client.commands import (
-    NoRepository,
-    analyse_command,
-    analyse_mcp,
-    analyse_powershell,
-    tokenize,
-)
+from sentinel_client.release_analysis import analyse_command, analyse_mcp, analyse_powershell
+from sentinel_client.releases import NoRepository
 from sentinel_client.settings import DEFAULT_RELEASE_PATTERNS
+from sentinel_client.shell_lexer import tokenize
 
 PATTERNS = list(DEFAULT_RELEASE_PATTERNS)
 SHA = "a" * 40

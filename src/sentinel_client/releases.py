@@ -1,0 +1,90 @@
+"""What the release analysis finds, and the git facts it asks for.
+
+A `Release` is a command the gate must judge; a `Hidden` construct is one the gate cannot see through, a
+denial on its own, never judged by the service. The few facts that need git (the branch an implicit push
+updates, git aliases) come through `Repository`, so the analysis itself stays pure.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .shell_lexer import Word
+
+# ---- what the analysis finds ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Release:
+    """A release command the gate must judge."""
+
+    command: str                     # the simple command, rendered canonically
+    refs: tuple[str, ...] = ()       # what to resolve with `git rev-parse`; none: HEAD
+    directory: str | None = None     # where it runs; None: the hook cannot tell
+    git_options: tuple[str, ...] = ()  # --git-dir / --work-tree, passed on to git
+    unresolved: str | None = None    # why the revision it acts on cannot be known
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """A construct the gate cannot see through (a denial on its own, never judged by the service)."""
+
+    construct: str
+    command: str
+
+
+@dataclass
+class Analysis:
+    releases: list[Release] = field(default_factory=list)
+    hidden: list[Hidden] = field(default_factory=list)
+
+
+class Repository(Protocol):
+    """The git facts the analysis needs. Directory is absolute; options are global git options."""
+
+    def current_branch(self, directory: str, options: Sequence[str]) -> str | None: ...
+
+    def push_destinations(self, directory: str, options: Sequence[str]) -> list[str] | None: ...
+
+    def git_alias(self, directory: str, options: Sequence[str], name: str) -> str | None: ...
+
+
+class NoRepository:
+    """Answers nothing: every implicit push destination is unknown and no git alias exists."""
+
+    def current_branch(self, directory: str, options: Sequence[str]) -> str | None:
+        return None
+
+    def push_destinations(self, directory: str, options: Sequence[str]) -> list[str] | None:
+        return None
+
+    def git_alias(self, directory: str, options: Sequence[str], name: str) -> str | None:
+        return None
+
+
+# ---- where a release runs ------------------------------------------------------------------------------
+
+
+def _replace(release: Release, **changes: object) -> Release:
+    values = {**release.__dict__, **changes}
+    return Release(**values)  # type: ignore[arg-type]
+
+
+def _located(release: Release, directory: str | None) -> Release:
+    if directory is None and release.unresolved is None:
+        return _replace(release, unresolved="the command runs in a directory the hook cannot follow")
+    return _replace(release, directory=directory)
+
+
+def _change_directory(name: str, args: Sequence[Word], directory: str | None) -> str | None:
+    """The working directory after cd/pushd/popd; None when it cannot be known from the text."""
+    operands = [w for w in args if not (w.text.startswith("-") and w.text != "-" and not w.dynamic)]
+    if name == "popd" or not operands or directory is None:
+        return None
+    target = operands[0]
+    if target.dynamic or target.text == "-" or not target.text:
+        return None
+    return posixpath.normpath(posixpath.join(directory, target.text))
