@@ -1,4 +1,4 @@
-"""The real handlers in-process: the emulated API Gateway (sentinel_runner.gateway.LocalGateway) with the real
+"""The real handlers in-process: the emulated API Gateway (sentinel_gateway.gateway.LocalGateway) with the real
 authorizer, the gate over DynamoStateStore over a client of our choosing, and the stdlib client's own flow
 (sentinel_client.flow.run_ready_flow) driven through it by a SentinelClient whose transport is the gateway."""
 
@@ -105,16 +105,11 @@ class World:
 def build_world(client: Any, key_dir: Path, meter: Any | None = None, admin_client: Any | None = None) -> World:
     """Tables, the seeded demo project and principals (`sentinel serve --seed`), the handlers wired to a gate
     over `client`. Nothing is metered until this returns (the caller clears its meter)."""
-    from sentinel_domain.usecases import Gate
-    from sentinel_runner.gateway import LocalGateway
-    from sentinel_runner.runtime import Runtime
+    from sentinel_gateway.gateway import LocalGateway
     from sentinel_runner.seed import seed_demo
-    from sentinel_service import compose as bootstrap
-    from sentinel_service.adapters.dynamodb_store import DynamoStateStore
-    from sentinel_service.adapters.principals import PrincipalAdmin, PrincipalDirectory
-    from sentinel_service.adapters.system_ports import RandomIds, SystemClock
     from sentinel_service.adapters.tables import ensure_tables
-    from sentinel_service.handlers import authorizer
+    from sentinel_service.compose import compose
+    from sentinel_service.http.authorizer import make_authorizer
     from sentinel_service.settings import Settings
 
     os.environ["SENTINEL_TOKEN_KEY_FILE"] = str(key_dir / "token.key")
@@ -122,13 +117,10 @@ def build_world(client: Any, key_dir: Path, meter: Any | None = None, admin_clie
     settings = Settings.from_env()
     admin_client = admin_client or client
     ensure_tables(admin_client, settings.state_table, settings.principals_table)
-    store = DynamoStateStore(client, settings.state_table)
-    gate = Gate(store, SystemClock(), RandomIds())
-    runtime = Runtime(settings, client, gate, store, PrincipalAdmin(admin_client, settings.principals_table),
-                      PrincipalDirectory(client, settings.principals_table))
-    seed = seed_demo(runtime)
-    bootstrap.use_gate(gate)
-    authorizer.set_directory_for_tests(runtime.directory, runtime.token_key())
+    services = compose(settings, dynamodb=client, create_token_key=True)
+    # The operator provisions through its own client, so the seed's writes never reach the meter.
+    seed = seed_demo(compose(settings, dynamodb=admin_client, token_key=services.token_key()).operator)
     recorder = Recorder(None, meter)
-    recorder.gateway = LocalGateway(authorizer=recorder.timed_authorizer(authorizer.handler))
-    return World(runtime, seed, recorder)
+    recorder.gateway = LocalGateway(lambda: services,
+                                    authorizer=recorder.timed_authorizer(make_authorizer(lambda: services)))
+    return World(services, seed, recorder)

@@ -2,7 +2,7 @@
 million with API Gateway (HTTP API) and Lambda included; the same for one hook decision read, one recorded
 decision and one whole flow; and decision reads of large candidates seeded with batch writes.
 
-Everything runs in-process on moto (mock_aws): the real handlers behind sentinel_runner.gateway.LocalGateway with the
+Everything runs in-process on moto (mock_aws): the real handlers behind sentinel_gateway.gateway.LocalGateway with the
 real authorizer, the gate over DynamoStateStore over bench.metering.MeteredClient. Units are computed from
 item sizes by DynamoDB's rules (moto's ConsumedCapacity is a fixed placeholder; it is kept for reference).
 Durations are local and turned into billed Lambda time by bench.pricing's stated assumptions."""

@@ -5,7 +5,9 @@ from pathlib import Path
 
 from sentinel_domain.memory import FixedClock, MemoryStore, SequentialIds
 from sentinel_domain.models import Actor, CandidateRequest, Policy, ProjectConfig
-from sentinel_domain.usecases import Gate
+from sentinel_service.adapters.proposers import NoModel
+from sentinel_service.compose import compose
+from sentinel_service.settings import Settings
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 START = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -51,7 +53,10 @@ class World:
         self.store = store if store is not None else MemoryStore()
         self.clock = FixedClock(START)
         self.ids = SequentialIds()
-        self.gate = Gate(self.store, self.clock, self.ids)
+        # The composition root over the fakes: the gate the tests drive is the one the handlers serve.
+        self.services = compose(Settings.from_env(), store=self.store, clock=self.clock, ids=self.ids,
+                                proposer=NoModel())
+        self.gate = self.services.gate
         self.gate.create_project(PROJECT)
         self.gate.put_policy(PROJECT, "unit-tests", ADMIN, Policy.model_validate(UNIT_POLICY))
         self.gate.put_policy(PROJECT, "lint", ADMIN, Policy.model_validate(LINT_POLICY))

@@ -51,7 +51,7 @@ RUNNER_START_SECONDS = 60
 PLACEHOLDER = "arn:aws:not-emulated:{region}:000000000000:{what}"
 # The runner's own code, which is not part of the deployment: `sentinel serve` (sentinel_runner) and the CLI verbs its
 # parser registers (sentinel_runner.cli imports sentinel_evaluation.cli for `sentinel eval`). Copied from the repository.
-RUNNER_PACKAGES = ("sentinel_runner", "sentinel_evaluation")
+RUNNER_PACKAGES = ("sentinel_runner", "sentinel_gateway", "sentinel_evaluation")
 
 
 @dataclass

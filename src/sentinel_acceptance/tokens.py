@@ -14,9 +14,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sentinel_service import names
+
+if TYPE_CHECKING:
+    from sentinel_service.operator import Operator
 
 # The flow's three roles: (principal id, kind, roles in the acceptance project). The reviewer is a human who
 # sponsors no one, so its approval is never a self-approval; the publisher is the project's one trusted CI.
@@ -108,24 +111,18 @@ class Minted:
 
 
 def operator_runtime(outputs: Mapping[str, str | None], region: str, endpoint: str | None = None,
-                     token_key_file: str | None = None) -> Any:
-    """The operator's view of the deployed tables (sentinel_runner.runtime.Runtime), built from the stack's outputs
-    rather than the environment, with the operator's own AWS credentials (or the emulation's endpoint)."""
-    import boto3
-    from botocore.config import Config
-
-    from sentinel_domain.usecases import Gate
+                     token_key_file: str | None = None) -> Operator:
+    """The operator's acts on the deployed tables, composed from the stack's outputs rather than the
+    environment, with the operator's own AWS credentials (or the emulation's endpoint)."""
     from sentinel_runner.embedded import LockedClient
-    from sentinel_runner.runtime import Runtime
-    from sentinel_service.adapters.dynamodb_store import DynamoStateStore
-    from sentinel_service.adapters.principals import PrincipalAdmin, PrincipalDirectory
-    from sentinel_service.adapters.system_ports import RandomIds, SystemClock
-    from sentinel_service.compose import build_proposer
+    from sentinel_service.compose import OPERATOR_TIMEOUTS, compose, dynamodb_client
     from sentinel_service.settings import Settings
 
     env = {"SENTINEL_STATE_TABLE": outputs.get(names.OUTPUT_STATE_TABLE) or "",
            "SENTINEL_PRINCIPALS_TABLE": outputs.get(names.OUTPUT_PRINCIPALS_TABLE) or "",
            "AWS_REGION": region, "SENTINEL_RUNTIME": "operator"}
+    if endpoint:
+        env["SENTINEL_DYNAMODB_ENDPOINT"] = endpoint
     if token_key_file:
         env["SENTINEL_TOKEN_KEY_FILE"] = token_key_file
     else:
@@ -133,44 +130,24 @@ def operator_runtime(outputs: Mapping[str, str | None], region: str, endpoint: s
     if not env["SENTINEL_STATE_TABLE"] or not env["SENTINEL_PRINCIPALS_TABLE"]:
         raise TokensUnavailable("the stack's outputs name no state or principals table")
     settings = Settings.from_env(env)
-    kwargs: dict[str, Any] = {"region_name": region,
-                              "config": Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 3})}
-    if endpoint:
-        kwargs.update(endpoint_url=endpoint, aws_access_key_id="acceptance", aws_secret_access_key="acceptance")
-    client = LockedClient(boto3.client("dynamodb", **kwargs))
-    store = DynamoStateStore(client, settings.state_table)
-    gate = Gate(store, SystemClock(), RandomIds(), proposer=build_proposer(settings))
-    return Runtime(settings, client, gate, store, PrincipalAdmin(client, settings.principals_table),
-                   PrincipalDirectory(client, settings.principals_table))
+    credentials = {"aws_access_key_id": "acceptance", "aws_secret_access_key": "acceptance"} if endpoint else {}
+    client = LockedClient(dynamodb_client(settings, OPERATOR_TIMEOUTS, credentials))
+    return compose(settings, dynamodb=client).operator
 
 
-def mint(rt: Any, project: str, ttl_seconds: int) -> Minted:
+def mint(operator: Operator, project: str, ttl_seconds: int) -> Minted:
     """Provision the acceptance project and principals where missing; issue each principal a new token.
     Rotating voids the previous token at once, so a leaked token from an earlier run is worthless."""
-    from sentinel_domain.models import Policy, ProjectConfig
-    from sentinel_runner.cli import _now, _project_exists, _record_on_chains, add_principal
-    from sentinel_runner.seed import OPERATOR
-    from sentinel_service.adapters.principals import PrincipalRefused
-
     created = []
-    if not _project_exists(rt, project):
-        rt.gate.create_project(project)
-        for policy_id, policy in POLICIES.items():
-            rt.gate.put_policy(project, policy_id, OPERATOR, Policy.model_validate(policy))
-        rt.gate.put_config(project, OPERATOR, ProjectConfig.model_validate(CONFIG), None)
+    if operator.provision_project(project, POLICIES, CONFIG):
         created.append(f"project {project}")
-    key = rt.token_key()
     tokens, expires = {}, {}
     for role, (principal_id, kind, roles) in PRINCIPALS.items():
-        try:
-            tokens[role] = add_principal(rt, principal_id, kind, None, {project: list(roles)}, ttl_seconds)
+        issued = operator.issue(principal_id, kind, None, {project: list(roles)}, ttl_seconds)
+        tokens[role] = issued.token
+        if issued.created:
             created.append(f"principal {principal_id}")
-        except PrincipalRefused as refused:
-            if refused.code != "PRINCIPAL_EXISTS":
-                raise
-            tokens[role] = rt.admin.rotate(principal_id, ttl_seconds, key, _now())
-            _record_on_chains(rt, principal_id, "principal.rotated", {})
-        view = rt.admin.get(principal_id) or {}
+        view = operator.principal(principal_id) or {}
         expires[role] = str(view.get("token_expires_at") or "")
     return Minted(tokens, expires, created)
 

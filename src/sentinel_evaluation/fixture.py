@@ -9,8 +9,7 @@ same ids, instants and digests."""
 import copy
 import dataclasses
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -20,8 +19,10 @@ from sentinel_domain.models import Actor
 from sentinel_domain.plans import fill_template
 from sentinel_domain.ports import Append, IdempotencyRecord, Stream, StreamRef
 from sentinel_domain.usecases import Gate
-from sentinel_runner.gateway import LocalGateway
-from sentinel_service import compose as bootstrap
+from sentinel_gateway.gateway import LocalGateway
+from sentinel_service.adapters.proposers import NoModel
+from sentinel_service.compose import compose
+from sentinel_service.settings import Settings
 
 START = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 PROJECT = "demo"
@@ -286,21 +287,12 @@ def build_world(proposer_script: list[str] | None) -> World:
     clock = FixedClock(START)
     ids = HarnessIds(SequentialIds(), hooks)
     proposer = ScriptedProposer(proposer_script) if proposer_script else None
-    gate = Gate(store, clock, ids, proposer=proposer)
+    # The composition root over this run's fakes; no model unless the scenario scripts one, whatever the
+    # environment configures, so the batch never depends on the machine it runs on.
+    services = compose(Settings.from_env(), store=store, clock=clock, ids=ids, proposer=proposer or NoModel())
     directory = copy.deepcopy(PRINCIPALS)
-    gateway = LocalGateway(make_authorizer(directory))
+    gateway = LocalGateway(lambda: services, make_authorizer(directory))
     # The operator creates the project out of band (the CLI's path); everything after goes through the API.
-    gate.create_project(PROJECT)
-    return World(memory, store, clock, ids, hooks, gate, gateway, directory, proposer)
+    services.gate.create_project(PROJECT)
+    return World(memory, store, clock, ids, hooks, services.gate, gateway, directory, proposer)
 
-
-@contextmanager
-def serving(world: World) -> Iterator[World]:
-    """The real handlers serve this world's gate for the duration of one run; then whatever gate they served
-    before (a test's, or none) is theirs again, so a batch run inside another test's world leaves it intact."""
-    previous = getattr(bootstrap, "_override", None)
-    bootstrap.use_gate(world.gate)
-    try:
-        yield world
-    finally:
-        bootstrap.use_gate(previous)

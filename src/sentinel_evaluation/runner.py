@@ -14,7 +14,7 @@ from sentinel_domain.times import format_time, parse_time
 from sentinel_service.http.routes import route_for
 
 from .catalog import OUT_OF_BAND, Scenario
-from .fixture import CONFIG, POLICIES, PROJECT, World, build_world, serving, token
+from .fixture import CONFIG, POLICIES, PROJECT, World, build_world, token
 from .oracles import Shadow, ShadowEvidence, ShadowPlan, identity_claims, route_refusal
 from .requests import P, Request, RequestBuilder, Response
 
@@ -490,15 +490,14 @@ class Run:
         return {"decision": decision, "audit": audit, "project_audit": project_audit}
 
     def execute(self) -> RunResult:
-        with serving(self.world):
-            self.setup()
-            for n, step in enumerate(self.scenario.steps, 1):
-                self.n = n
-                if step["do"] in OUT_OF_BAND:
-                    self.out_of_band(step["do"], step)
-                else:
-                    self.request_step(step["do"], step)
-            final = self.final()
+        self.setup()
+        for n, step in enumerate(self.scenario.steps, 1):
+            self.n = n
+            if step["do"] in OUT_OF_BAND:
+                self.out_of_band(step["do"], step)
+            else:
+                self.request_step(step["do"], step)
+        final = self.final()
         self.judge_final(final)
         shadow = self.shadow
         observation = {

@@ -8,13 +8,11 @@ import json
 import signal
 import sys
 import threading
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sentinel_domain.errors import Refusal
 from sentinel_domain.models import PROJECT_ID
-from sentinel_domain.ports import StreamRef
 from sentinel_service.adapters.principals import PrincipalRefused
 from sentinel_service.adapters.tokens import parse_duration
 
@@ -22,18 +20,9 @@ EXIT_REFUSED = 1
 EXIT_USAGE = 2
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 def fail(code: str, message: str, next_step: str = "") -> int:
     print(f"error: {code}: {message}" + (f"\nnext: {next_step}" if next_step else ""), file=sys.stderr)
     return EXIT_REFUSED
-
-
-def _project_exists(rt: Any, project: str) -> bool:
-    stream = rt.store.load(StreamRef(project))
-    return bool(stream and stream.facts)
 
 
 # ---- projects ----------------------------------------------------------------------------------------
@@ -45,12 +34,12 @@ def cmd_projects_create(args: argparse.Namespace) -> int:
 
     if not re.match(PROJECT_ID, args.id):
         return fail("VALIDATION_FAILED", f"a project id must match {PROJECT_ID}")
-    rt = connect(args.dynamodb_endpoint)
+    operator = connect(args.dynamodb_endpoint).operator
     try:
-        result = rt.gate.create_project(args.id)
+        seq = operator.create_project(args.id)
     except Refusal as refusal:
         return fail(refusal.code, refusal.detail, "pick another id, or use the existing project")
-    print(json.dumps({"project": args.id, "seq": result.body["seq"]}))
+    print(json.dumps({"project": args.id, "seq": seq}))
     return 0
 
 
@@ -68,43 +57,21 @@ def _roles(args: argparse.Namespace) -> dict[str, list[str]]:
     return out
 
 
-def add_principal(rt: Any, principal_id: str, kind: str, sponsor: str | None, roles: dict[str, list[str]],
-                  ttl_seconds: int | None) -> str:
-    missing = [p for p in roles if not _project_exists(rt, p)]
-    if missing:
-        raise PrincipalRefused("NOT_FOUND", f"no project {', '.join(missing)}: create it first")
-    token = rt.admin.add(principal_id, kind, sponsor, roles, ttl_seconds, rt.token_key(), _now())
-    for project, project_roles in roles.items():
-        rt.gate.record_project_event(project, "principal.added", {"principal_id": principal_id, "kind": kind,
-                                                                  "sponsor": sponsor, "roles": project_roles})
-    return token
-
-
-def _record_on_chains(rt: Any, principal_id: str, type_: str, payload: dict[str, Any]) -> None:
-    view = rt.admin.get(principal_id) or {}
-    for project in sorted(view.get("roles", {})):
-        rt.gate.record_project_event(project, type_, {"principal_id": principal_id, **payload})
-
-
 def cmd_principals(args: argparse.Namespace) -> int:
     from .runtime import connect
 
-    rt = connect(args.dynamodb_endpoint)
+    operator = connect(args.dynamodb_endpoint).operator
     try:
         if args.action == "add":
             ttl = parse_duration(args.ttl) if args.ttl else None
-            print(add_principal(rt, args.id, args.kind, args.sponsor, _roles(args), ttl))
+            print(operator.add_principal(args.id, args.kind, args.sponsor, _roles(args), ttl))
         elif args.action == "rotate":
             ttl = parse_duration(args.ttl) if args.ttl else None
-            token = rt.admin.rotate(args.id, ttl, rt.token_key(), _now())
-            _record_on_chains(rt, args.id, "principal.rotated", {})
-            print(token)
+            print(operator.rotate(args.id, ttl))
         elif args.action == "revoke":
-            rt.admin.revoke(args.id, args.compromised, _now())
-            _record_on_chains(rt, args.id, "principal.revoked", {"compromised": bool(args.compromised)})
-            print(json.dumps({"principal_id": args.id, "revoked": True, "compromised": bool(args.compromised)}))
+            print(json.dumps(operator.revoke(args.id, args.compromised)))
         else:
-            for principal in rt.admin.list():
+            for principal in operator.list_principals():
                 print(json.dumps(principal, sort_keys=True))
     except PrincipalRefused as refused:
         return fail(refused.code, refused.message)
@@ -116,35 +83,30 @@ def cmd_principals(args: argparse.Namespace) -> int:
 # ---- serve -------------------------------------------------------------------------------------------
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from sentinel_service import compose as bootstrap
-    from sentinel_service.handlers import authorizer
+    from sentinel_gateway.gateway import LocalGateway, TokenBucket
+    from sentinel_gateway.server import make_server, serve_in_thread
 
     from .embedded import EmbeddedStore
-    from .gateway import LocalGateway, TokenBucket
     from .relay import EventLog, OutboxRelay
     from .runtime import connect
     from .seed import seed_demo
-    from .server import make_server, serve_in_thread
 
     embedded = None
     endpoint = args.dynamodb_endpoint
     if not endpoint:
         embedded = EmbeddedStore()
         endpoint = embedded.start()
-    rt = connect(endpoint)
-    bootstrap.use_gate(rt.gate)
-    authorizer.set_directory_for_tests(rt.directory, rt.token_key())
     log = EventLog(Path(args.event_log) if args.event_log else None)
-    rt.gate.checkpoints = log
-    relay = OutboxRelay(rt.store, log)
+    services = connect(endpoint, checkpoints=log)
+    relay = OutboxRelay(services.store, log)
     relay.start()
     throttle = TokenBucket(args.rate, args.burst) if args.rate > 0 else None
-    server = make_server(LocalGateway(throttle=throttle), args.host, args.port)
+    server = make_server(LocalGateway(lambda: services, throttle=throttle), args.host, args.port)
     host, port = server.server_address[:2]
     banner: dict[str, Any] = {"url": f"http://{host}:{port}", "dynamodb_endpoint": endpoint,
                               "store": "embedded" if embedded else "external", "event_log": args.event_log}
     if args.seed:
-        banner["seed"] = seed_demo(rt)
+        banner["seed"] = seed_demo(services.operator)
     print(json.dumps(banner), flush=True)
     serve_in_thread(server)
 

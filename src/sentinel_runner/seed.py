@@ -2,11 +2,9 @@
 
 from typing import Any
 
-from sentinel_domain.models import Actor, Policy, ProjectConfig
-from sentinel_service.adapters.principals import PrincipalRefused
+from sentinel_service.operator import Operator
 
 PROJECT = "demo"
-OPERATOR = Actor(id="operator", kind="human", roles=("admin",))
 
 POLICIES = {
     "unit-tests": {"check_type": "unit", "command": "pytest -q {scope}", "expected_exit_code": 0,
@@ -36,25 +34,11 @@ PRINCIPALS = [
 ]
 
 
-def seed_demo(rt: Any) -> dict[str, Any]:
+def seed_demo(operator: Operator) -> dict[str, Any]:
     """Idempotent: an existing project keeps its chain; an existing principal gets a fresh token."""
-    from .cli import _now, _project_exists, add_principal
-
-    gate = rt.gate
-    if not _project_exists(rt, PROJECT):
-        gate.create_project(PROJECT)
-        for policy_id, policy in POLICIES.items():
-            gate.put_policy(PROJECT, policy_id, OPERATOR, Policy.model_validate(policy))
-        gate.put_config(PROJECT, OPERATOR, ProjectConfig.model_validate(CONFIG), None)
+    operator.provision_project(PROJECT, POLICIES, CONFIG)
     principals: dict[str, dict[str, str]] = {}
     for role, principal_id, kind, sponsor, roles in PRINCIPALS:
-        try:
-            token = add_principal(rt, principal_id, kind, sponsor, {PROJECT: roles}, None)
-        except PrincipalRefused as refused:
-            if refused.code != "PRINCIPAL_EXISTS":
-                raise
-            token = rt.admin.rotate(principal_id, None, rt.token_key(), _now())
-        principals[role] = {"id": principal_id, "token": token}
+        issued = operator.issue(principal_id, kind, sponsor, {PROJECT: roles})
+        principals[role] = {"id": principal_id, "token": issued.token}
     return {"project": PROJECT, "principals": principals}
-
-

@@ -1,43 +1,56 @@
-"""The composition root: builds the gate once per cold start, lazily, so importing a handler builds no client."""
+"""The composition root: every caller builds the gate and its collaborators here, and nowhere else.
+
+`compose(settings, **overrides)` returns `Services`, whose parts are built on first use: a handler that
+never touches the store builds no client, and the authorizer (which needs only the principal directory and
+the token key) never imports the use cases or pydantic. Lambda calls `lambda_services()` once per cold start;
+the local runner, the operator's commands, acceptance, bench, evaluation and tests call `compose` with their
+own clients, clocks, ids, proposers and checkpoints."""
+
+from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from functools import lru_cache
-from typing import Any
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING, Any
 
-from sentinel_domain.ports import Proposer
-from sentinel_domain.usecases import Gate
-from sentinel_service.adapters.proposers import (
-    BedrockProposer,
-    ModelLimits,
-    NoModel,
-    OpenAICompatibleProposer,
-    bedrock_runtime_client,
-)
 from sentinel_service.settings import Settings
 
-_override: Gate | None = None
+if TYPE_CHECKING:
+    from sentinel_domain.ports import Checkpoints, Clock, Ids, Proposer, StateStore
+    from sentinel_domain.usecases import Gate
+    from sentinel_service.adapters.principals import PrincipalAdmin, PrincipalDirectory
+    from sentinel_service.operator import Operator
+
+# Tight timeouts and few retries: a slow store becomes STATE_UNAVAILABLE well inside API Gateway's limit.
+API_TIMEOUTS = {"connect_timeout": 2, "read_timeout": 5, "retries": {"max_attempts": 3, "mode": "standard"}}
+# The authorizer answers within its own short budget; a slow directory is a refusal, never a wait.
+AUTHORIZER_TIMEOUTS = {"connect_timeout": 2, "read_timeout": 2, "retries": {"max_attempts": 2, "mode": "standard"}}
+# The operator's commands run by hand: a little more patience.
+OPERATOR_TIMEOUTS = {"connect_timeout": 5, "read_timeout": 10, "retries": {"max_attempts": 3, "mode": "standard"}}
 
 
-@lru_cache(maxsize=1)
-def settings() -> Settings:
-    return Settings.from_env()
-
-
-@lru_cache(maxsize=1)
-def dynamodb_client() -> Any:
+def dynamodb_client(settings: Settings, timeouts: Mapping[str, Any] = API_TIMEOUTS,
+                    credentials: Mapping[str, str] | None = None) -> Any:
     import boto3
     from botocore.config import Config
 
-    s = settings()
-    # Tight timeouts and few retries: a slow store becomes STATE_UNAVAILABLE well inside API Gateway's limit.
-    config = Config(connect_timeout=2, read_timeout=5, retries={"max_attempts": 3, "mode": "standard"})
-    return boto3.client("dynamodb", region_name=s.region, endpoint_url=s.dynamodb_endpoint, config=config)
+    return boto3.client("dynamodb", region_name=settings.region, endpoint_url=settings.dynamodb_endpoint,
+                        config=Config(**timeouts), **dict(credentials or {}))
 
 
 def build_proposer(s: Settings, environ: Mapping[str, str] | None = None) -> Proposer:
     """The model adapter the settings name. An incomplete configuration is no model at all: proposals then
     fall back with MODEL_NOT_CONFIGURED rather than fail. No client is built here, only on first use."""
+    from sentinel_service.adapters.proposers import (
+        BedrockProposer,
+        ModelLimits,
+        NoModel,
+        OpenAICompatibleProposer,
+        bedrock_runtime_client,
+    )
+
     limits = ModelLimits.from_settings(s)
     if s.model_provider == "bedrock" and s.model_id:
         region = s.model_region or s.region
@@ -51,27 +64,118 @@ def build_proposer(s: Settings, environ: Mapping[str, str] | None = None) -> Pro
     return NoModel()
 
 
+class Services:
+    """What the composition root hands to endpoints, the authorizer, the operator's commands and the runner.
+    Each part is built once, on first use, from the settings and whatever the caller supplied."""
+
+    def __init__(self, settings: Settings, *, dynamodb: Any = None, store: StateStore | None = None,
+                 clock: Clock | None = None, ids: Ids | None = None, proposer: Proposer | None = None,
+                 checkpoints: Checkpoints | None = None, token_key: bytes | None = None,
+                 create_token_key: bool = False, environ: Mapping[str, str] | None = None,
+                 timeouts: Mapping[str, Any] = API_TIMEOUTS) -> None:
+        self.settings = settings
+        self._dynamodb = dynamodb
+        self._store = store
+        self._clock = clock
+        self._ids = ids
+        self._proposer = proposer
+        self.checkpoints = checkpoints
+        self._token_key = token_key
+        self._create_token_key = create_token_key
+        self._environ = environ
+        self._timeouts = timeouts
+        self._key_lock = threading.Lock()
+
+    # ---- adapters --------------------------------------------------------------------------------------
+
+    @cached_property
+    def dynamodb(self) -> Any:
+        return self._dynamodb if self._dynamodb is not None else dynamodb_client(self.settings, self._timeouts)
+
+    @cached_property
+    def directory_dynamodb(self) -> Any:
+        """The authorizer's client: the caller's when one was given, else one with the authorizer's budget."""
+        if self._dynamodb is not None:
+            return self._dynamodb
+        return dynamodb_client(self.settings, AUTHORIZER_TIMEOUTS)
+
+    @cached_property
+    def store(self) -> StateStore:
+        if self._store is not None:
+            return self._store
+        from sentinel_service.adapters.dynamodb_store import DynamoStateStore
+
+        return DynamoStateStore(self.dynamodb, self.settings.state_table)
+
+    @cached_property
+    def clock(self) -> Clock:
+        if self._clock is not None:
+            return self._clock
+        from sentinel_service.adapters.system_ports import SystemClock
+
+        return SystemClock()
+
+    @cached_property
+    def ids(self) -> Ids:
+        if self._ids is not None:
+            return self._ids
+        from sentinel_service.adapters.system_ports import RandomIds
+
+        return RandomIds()
+
+    @cached_property
+    def proposer(self) -> Proposer:
+        return self._proposer if self._proposer is not None else build_proposer(self.settings, self._environ)
+
+    @cached_property
+    def directory(self) -> PrincipalDirectory:
+        from sentinel_service.adapters.principals import PrincipalDirectory
+
+        return PrincipalDirectory(self.directory_dynamodb, self.settings.principals_table)
+
+    @cached_property
+    def admin(self) -> PrincipalAdmin:
+        from sentinel_service.adapters.principals import PrincipalAdmin
+
+        return PrincipalAdmin(self.dynamodb, self.settings.principals_table)
+
+    def token_key(self) -> bytes:
+        """The key tokens are hashed under. A key that cannot be read raises (and is tried again next time):
+        every caller refuses rather than guesses."""
+        with self._key_lock:
+            if self._token_key is None:
+                from sentinel_service.adapters.token_key import load_token_key
+
+                self._token_key = load_token_key(self.settings, create=self._create_token_key)
+            return self._token_key
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    # ---- the application ---------------------------------------------------------------------------------
+
+    @cached_property
+    def gate(self) -> Gate:
+        from sentinel_domain.usecases import Gate
+
+        return Gate(self.store, self.clock, self.ids, proposer=self.proposer, checkpoints=self.checkpoints)
+
+    @cached_property
+    def operator(self) -> Operator:
+        from sentinel_service.operator import Operator
+
+        return Operator(self.gate, self.admin, self.token_key, self.clock)
+
+
+def compose(settings: Settings, **overrides: Any) -> Services:
+    """The one way to build the gate: `overrides` are the keyword arguments of `Services`."""
+    return Services(settings, **overrides)
+
+
+ServicesProvider = Callable[[], Services]
+
+
 @lru_cache(maxsize=1)
-def proposer() -> Proposer:
-    return build_proposer(settings())
-
-
-def gate() -> Gate:
-    if _override is not None:
-        return _override
-    return _built_gate()
-
-
-@lru_cache(maxsize=1)
-def _built_gate() -> Gate:
-    from sentinel_service.adapters.dynamodb_store import DynamoStateStore
-    from sentinel_service.adapters.system_ports import RandomIds, SystemClock
-
-    return Gate(DynamoStateStore(dynamodb_client(), settings().state_table), SystemClock(), RandomIds(),
-                proposer=proposer())
-
-
-def use_gate(replacement: Gate | None) -> None:
-    """Tests and the scenario harness run the real handlers over a gate of their choosing."""
-    global _override
-    _override = replacement
+def lambda_services() -> Services:
+    """The Lambda container's services, built once per cold start from its environment."""
+    return compose(Settings.from_env())

@@ -147,7 +147,7 @@ def test_a_route_left_open_fails_auth_refusals_naming_the_route(built: Path, syn
     asset = functions_asset(synthesized, built)
     old = read_build(built)["functions"].sha256
     opened = zip_with(asset.path, tmp_path / "functions.zip", replace={"sentinel_service/http/routes.py": lambda text:
-                      text.replace('ep.list_policies)', 'ep.list_policies, public=True)')})
+                      text.replace('"List policies")', '"List policies", public=True)')})
     build = build_with_functions(built, opened, tmp_path / "build")
     new = read_build(build)["functions"].sha256
 

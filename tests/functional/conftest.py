@@ -5,8 +5,7 @@ from typing import Any
 
 import pytest
 
-from sentinel_runner.gateway import LocalGateway
-from sentinel_service import compose as bootstrap
+from sentinel_gateway.gateway import LocalGateway
 from world import ADMIN, AUDITOR, CI, OUTSIDER, REQUESTER, REVIEWER, REVIEWER_2, UNTRUSTED_CI, World
 
 ACTORS = {"admin": ADMIN, "requester": REQUESTER, "reviewer": REVIEWER, "reviewer2": REVIEWER_2, "ci": CI,
@@ -28,7 +27,7 @@ def fake_authorizer(event: dict[str, Any], _context: Any) -> dict[str, Any]:
 class Api:
     def __init__(self, world: World) -> None:
         self.world = world
-        self.gateway = LocalGateway(fake_authorizer)
+        self.gateway = LocalGateway(lambda: world.services, fake_authorizer)
 
     def call(self, method: str, path: str, as_: str | None = "requester", body: Any = None,
              headers: dict[str, str] | None = None, query: dict[str, str] | None = None, raw: str | None = None):
@@ -42,7 +41,4 @@ class Api:
 
 @pytest.fixture
 def api():
-    world = World()
-    bootstrap.use_gate(world.gate)
-    yield Api(world)
-    bootstrap.use_gate(None)
+    return Api(World())

@@ -13,8 +13,8 @@ from sentinel_domain.canonical import digest
 from sentinel_domain.errors import StoreUnavailable
 from sentinel_domain.models import EvidenceRequest, ExecutionRequest
 from sentinel_domain.ports import IdempotencyRecord, StreamRef
-from sentinel_runner.events import http_event, response_parts, with_authorizer
-from sentinel_runner.gateway import LambdaContext
+from sentinel_gateway.events import http_event, response_parts, with_authorizer
+from sentinel_gateway.gateway import LambdaContext
 from sentinel_service.http.routes import route_for
 from world import CONFIG, REV, UNIT_POLICY, actor
 
@@ -951,7 +951,7 @@ def test_decision_routes_hold_once_the_candidate_is_established(api, broken) -> 
 
 def test_a_caller_over_its_rate_is_refused_with_rate_limited_and_retry_after(api) -> None:
     # Given the stage throttle at two requests at once and one every ten seconds
-    from sentinel_runner.gateway import TokenBucket
+    from sentinel_gateway.gateway import TokenBucket
 
     now = [0.0]
     api.gateway.throttle = TokenBucket(rate=0.1, burst=2, clock=lambda: now[0])

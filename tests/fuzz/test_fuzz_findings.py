@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from sentinel_runner.gateway import LocalGateway
-from sentinel_service import compose as bootstrap
+from sentinel_gateway.gateway import LocalGateway
 from world import BASE, REV, World
 
 P = "/v1/projects/demo"
@@ -31,9 +30,7 @@ def authorizer(event: dict[str, Any], _context: Any) -> dict[str, Any]:
 def gateway():
     world = World()
     world.candidate()
-    bootstrap.use_gate(world.gate)
-    yield LocalGateway(authorizer)
-    bootstrap.use_gate(None)
+    return LocalGateway(lambda: world.services, authorizer)
 
 
 def send(gateway: LocalGateway, method: str, path: str, body: Any = None, *, as_: str = "requester",

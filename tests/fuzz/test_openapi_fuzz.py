@@ -1,6 +1,6 @@
 """API fuzzing: schemathesis over the OpenAPI document, in-process against the real handlers.
 
-Every request goes through the emulated API Gateway (`sentinel_runner.gateway.LocalGateway`: route match, authorizer,
+Every request goes through the emulated API Gateway (`sentinel_gateway.gateway.LocalGateway`: route match, authorizer,
 handler) behind a small WSGI adapter, over the in-memory store of the shared test world. A fake authorizer
 stands in for the token table (the real one is exercised in tests/security). Each operation is fuzzed three
 ways: as a human holding every human role, as the trusted ci publisher, and anonymously.
@@ -32,9 +32,8 @@ from sentinel_domain.models import (
     EvidenceRequest,
     ReviewRequest,
 )
-from sentinel_runner.gateway import LocalGateway
-from sentinel_service import compose as bootstrap
-from sentinel_service.http.routes import openapi_document
+from sentinel_gateway.gateway import LocalGateway
+from sentinel_service.http.openapi_document import openapi_document
 from world import BASE, CI, PROJECT, REQUESTER, REV, REVIEWER, World
 
 RANDOM = os.environ.get("SENTINEL_FUZZ_RANDOM") == "1"
@@ -60,7 +59,9 @@ def fake_authorizer(event: dict[str, Any], _context: Any) -> dict[str, Any]:
     return {"isAuthorized": True, "context": dict(caller, roles=json.dumps(caller["roles"]))}
 
 
-GATEWAY = LocalGateway(fake_authorizer)
+# The world the fixture below serves: the gateway's handlers reach its services through this holder.
+SERVED: dict[str, World] = {}
+GATEWAY = LocalGateway(lambda: SERVED["world"].services, fake_authorizer)
 
 
 def wsgi_app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
@@ -179,9 +180,9 @@ def served_world():
     """A fresh seeded world for each operation, so one operation's writes never steer another's."""
     world, known = seeded_world()
     assert known == KNOWN, "the seeded world is no longer deterministic: fuzzed ids would all be 404"
-    bootstrap.use_gate(world.gate)
+    SERVED["world"] = world
     yield world
-    bootstrap.use_gate(None)
+    SERVED.clear()
 
 
 def known_bug(case: Any) -> str | None:

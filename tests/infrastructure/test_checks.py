@@ -72,11 +72,11 @@ def test_the_outputs_are_the_stable_keys_of_the_names_module(synthesized: Synthe
 
 
 def test_the_names_module_and_the_route_table_build_no_client_and_import_nothing_of_infra() -> None:
-    # Given the modules infra imports from functions (names, tables, the route table and what it pulls in)
+    # Given the modules infra imports from the service (names and the route table, and what they pull in)
     probe = ("import boto3, boto3.session\n"
              "def refuse(*a, **k): raise SystemExit('an AWS client was built at import time')\n"
              "boto3.client = boto3.resource = boto3.session.Session.client = refuse\n"
-             "import sentinel_service.names, sentinel_service.adapters.tables, sentinel_service.http.routes\n"
+             "import sentinel_service.names, sentinel_service.http.routes\n"
              "import sys; print(sorted(m for m in sys.modules if m == 'sentinel_infra' or m.startswith('sentinel_infra.')))")
     # When they are imported with client construction refused
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)

@@ -4,7 +4,7 @@ Bedrock: a real bedrock-runtime client (us-east-1, fake credentials) built by th
 botocore's Stubber scripting each answer (so botocore validates every request against the Converse model), or
 an event hook raising the transport errors a slow or unreachable endpoint gives. Every scenario goes through
 `Gate.propose` and must end in the exact mode and reason, with one plan.stored fact appended and the decision
-unchanged. The OpenAI-compatible adapter and the composition root (settings, bootstrap, health) follow."""
+unchanged. The OpenAI-compatible adapter and the composition root (settings, compose, health) follow."""
 
 import copy
 import http.server
@@ -557,23 +557,14 @@ def test_bootstrap_reads_the_openai_key_from_the_named_variable_at_call_time() -
     assert proposer._api_key() == SECRET
 
 
-@pytest.fixture
-def model_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("SENTINEL_MODEL_PROVIDER", "openai")
-    monkeypatch.setenv("SENTINEL_MODEL_ID", "gpt-test")
-    monkeypatch.setenv("SENTINEL_MODEL_ENDPOINT_URL", "https://models.example/v1")
-    monkeypatch.setenv("SENTINEL_MODEL_API_KEY", SECRET)
-    bootstrap.settings.cache_clear()
-    bootstrap.use_gate(World().gate)
-    yield
-    bootstrap.use_gate(None)
-    bootstrap.settings.cache_clear()  # the next reader sees the environment monkeypatch restores
-
-
-def test_health_names_the_provider_and_model_never_the_key_or_endpoint(model_env: None) -> None:
-    # Given a gate configured with an OpenAI-compatible model and its key
+def test_health_names_the_provider_and_model_never_the_key_or_endpoint() -> None:
+    # Given services composed from settings naming an OpenAI-compatible model and its key
+    env = {"SENTINEL_MODEL_PROVIDER": "openai", "SENTINEL_MODEL_ID": "gpt-test",
+           "SENTINEL_MODEL_ENDPOINT_URL": "https://models.example/v1", "SENTINEL_MODEL_API_KEY": SECRET}
+    world = World()
+    services = bootstrap.compose(Settings.from_env(env), store=world.store, environ=env)
     # When the health route answers
-    response = endpoints.health()
+    response = endpoints.health(services)
     # Then it names the provider and the model id, and nothing of the key or where it is sent
     body = json.loads(response.body)
     assert response.status_code == 200 and body["model"] == {"provider": "openai", "model_id": "gpt-test"}

@@ -13,6 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from sentinel_domain.memory import FixedClock
 from sentinel_service.adapters.principals import (
     DirectoryUnavailable,
     PrincipalAdmin,
@@ -22,7 +23,9 @@ from sentinel_service.adapters.principals import (
 from sentinel_service.adapters.tables import principals_table_definition
 from sentinel_service.adapters.token_key import TokenKeyUnavailable, clear_token_key_cache, load_token_key
 from sentinel_service.adapters.tokens import new_token, token_hmac
+from sentinel_service.compose import compose, lambda_services
 from sentinel_service.handlers import authorizer
+from sentinel_service.http.authorizer import Handler, make_authorizer
 from sentinel_service.settings import Settings
 
 TABLE = "sentinel-principals"
@@ -67,10 +70,21 @@ def directory(client: Any) -> PrincipalDirectory:
 
 
 @pytest.fixture
-def authorizer_on(directory: PrincipalDirectory) -> Iterator[None]:
-    authorizer.set_directory_for_tests(directory, KEY, clock=lambda: NOW)
+def authorize(client: Any) -> Handler:
+    """The authorizer over the test table, the known key and a fixed clock, as the composition root builds it."""
+    services = compose(Settings.from_env({"SENTINEL_PRINCIPALS_TABLE": TABLE, "AWS_REGION": REGION}),
+                       dynamodb=client, token_key=KEY, clock=FixedClock(NOW))
+    return make_authorizer(lambda: services)
+
+
+@pytest.fixture
+def lambda_container() -> Iterator[None]:
+    """A fresh Lambda container: the handler module's services are built from the environment on first use."""
+    lambda_services.cache_clear()
+    clear_token_key_cache()
     yield
-    authorizer.set_directory_for_tests(None)
+    lambda_services.cache_clear()
+    clear_token_key_cache()
 
 
 def add_human(admin: PrincipalAdmin, principal_id: str = "hank", roles: dict | None = None) -> str:
@@ -386,31 +400,28 @@ def event(authorization: str | None) -> dict[str, Any]:
     return {"version": "2.0", "type": "REQUEST", "routeKey": "GET /v1/projects/{project}", "headers": headers}
 
 
-@pytest.mark.usefixtures("authorizer_on")
 @pytest.mark.parametrize(
     "authorization",
     [None, "", "Bearer", "Bearer ", "Basic abc", "Bearer snt_abc", "Token " + "snt_" + "0" * 49],
 )
-def test_the_authorizer_refuses_missing_and_malformed_credentials(authorization: str | None):
+def test_the_authorizer_refuses_missing_and_malformed_credentials(authorize: Handler, authorization: str | None):
     # Given a request without a usable bearer token  When authorized  Then refused
-    assert authorizer.handler(event(authorization), None) == {"isAuthorized": False}
+    assert authorize(event(authorization), None) == {"isAuthorized": False}
 
 
-@pytest.mark.usefixtures("authorizer_on")
-def test_the_authorizer_refuses_an_unknown_token():
+def test_the_authorizer_refuses_an_unknown_token(authorize: Handler):
     # Given a well-formed token that was never issued  When authorized  Then refused
-    assert authorizer.handler(event("Bearer " + new_token()), None) == {"isAuthorized": False}
+    assert authorize(event("Bearer " + new_token()), None) == {"isAuthorized": False}
 
 
-@pytest.mark.usefixtures("authorizer_on")
-def test_the_authorizer_answers_a_valid_token_with_the_principal(admin: PrincipalAdmin):
+def test_the_authorizer_answers_a_valid_token_with_the_principal(authorize: Handler, admin: PrincipalAdmin):
     # Given a sponsored agent with roles in two projects
     add_human(admin)
     token = admin.add(
         "agent-1", "agent", "hank", {"demo": ["requester"], "shop": ["auditor"]}, None, KEY, NOW
     )
     # When its token is presented
-    answer = authorizer.handler(event("Bearer " + token), None)
+    answer = authorize(event("Bearer " + token), None)
     # Then the principal is passed on as the authorizer context, roles as a JSON string
     assert answer == {
         "isAuthorized": True,
@@ -422,42 +433,38 @@ def test_the_authorizer_answers_a_valid_token_with_the_principal(admin: Principa
         },
     }
     # And a human without a sponsor gets an empty sponsor string
-    human = authorizer.handler(event("Bearer " + admin.rotate("hank", None, KEY, NOW)), None)
+    human = authorize(event("Bearer " + admin.rotate("hank", None, KEY, NOW)), None)
     assert human["isAuthorized"] is True and human["context"]["sponsor"] == ""
 
 
-@pytest.mark.usefixtures("authorizer_on")
-def test_the_authorizer_reads_the_identity_source_when_headers_are_absent(admin: PrincipalAdmin):
+def test_the_authorizer_reads_the_identity_source_when_headers_are_absent(authorize: Handler, admin: PrincipalAdmin):
     # Given an event carrying the credential only in identitySource
     token = add_human(admin)
     request = {"version": "2.0", "type": "REQUEST", "identitySource": ["Bearer " + token]}
     # When authorized  Then accepted
-    assert authorizer.handler(request, None)["isAuthorized"] is True
+    assert authorize(request, None)["isAuthorized"] is True
 
 
-@pytest.mark.usefixtures("authorizer_on")
-def test_the_authorizer_refuses_revoked_and_expired_tokens(admin: PrincipalAdmin):
+def test_the_authorizer_refuses_revoked_and_expired_tokens(authorize: Handler, admin: PrincipalAdmin):
     # Given a revoked principal's token and a token that expired
     revoked = add_human(admin)
     admin.revoke("hank", False, NOW)
     expired = admin.add("ci-bot", "ci", None, {"demo": ["publisher"]}, 1, KEY, NOW - timedelta(seconds=1))
     # When each is presented  Then refused
-    assert authorizer.handler(event("Bearer " + revoked), None) == {"isAuthorized": False}
-    assert authorizer.handler(event("Bearer " + expired), None) == {"isAuthorized": False}
+    assert authorize(event("Bearer " + revoked), None) == {"isAuthorized": False}
+    assert authorize(event("Bearer " + expired), None) == {"isAuthorized": False}
 
 
 def test_the_authorizer_fails_closed_when_the_table_is_unreadable(aws: None):
     # Given an authorizer whose table does not exist
-    authorizer.set_directory_for_tests(
-        PrincipalDirectory(boto3.client("dynamodb", region_name=REGION), "missing-table"), KEY
-    )
-    try:
-        # When a well-formed token is presented  Then refused, not an exception
-        assert authorizer.handler(event("Bearer " + new_token()), None) == {"isAuthorized": False}
-    finally:
-        authorizer.set_directory_for_tests(None)
+    services = compose(Settings.from_env({"SENTINEL_PRINCIPALS_TABLE": "missing-table", "AWS_REGION": REGION}),
+                       dynamodb=boto3.client("dynamodb", region_name=REGION), token_key=KEY)
+    authorize = make_authorizer(lambda: services)
+    # When a well-formed token is presented  Then refused, not an exception
+    assert authorize(event("Bearer " + new_token()), None) == {"isAuthorized": False}
 
 
+@pytest.mark.usefixtures("lambda_container")
 def test_the_authorizer_builds_itself_from_settings_on_first_call(
     admin: PrincipalAdmin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -468,22 +475,18 @@ def test_the_authorizer_builds_itself_from_settings_on_first_call(
     monkeypatch.setenv("SENTINEL_PRINCIPALS_TABLE", TABLE)
     monkeypatch.setenv("AWS_REGION", REGION)
     monkeypatch.delenv("SENTINEL_DYNAMODB_ENDPOINT", raising=False)
-    authorizer.set_directory_for_tests(None)
     token = admin.add("hank", "human", None, {"demo": ["reviewer"]}, None, KEY, datetime.now(UTC))
-    try:
-        # When the token is presented
-        answer = authorizer.handler(event("Bearer " + token), None)
-    finally:
-        authorizer.set_directory_for_tests(None)
+    # When the token is presented to the handler module Lambda runs
+    answer = authorizer.handler(event("Bearer " + token), None)
     # Then the authorizer loaded the key and the table itself and accepted it
     assert answer["isAuthorized"] is True
     assert answer["context"]["principal_id"] == "hank"
 
 
+@pytest.mark.usefixtures("lambda_container")
 def test_the_authorizer_refuses_everything_without_a_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # Given settings pointing at a key file that does not exist
     monkeypatch.setenv("SENTINEL_TOKEN_KEY_FILE", str(tmp_path / "absent.key"))
-    authorizer.set_directory_for_tests(None)
     # When a well-formed token is presented  Then refused
     assert authorizer.handler(event("Bearer " + new_token()), None) == {"isAuthorized": False}
 

@@ -26,14 +26,18 @@ from sentinel_domain.models import (
 )
 from sentinel_domain.ports import StreamRef
 from sentinel_domain.usecases import Gate
-from sentinel_runner.events import http_event, with_authorizer
-from sentinel_runner.gateway import LocalGateway, TokenBucket
-from sentinel_service import compose as bootstrap
-from sentinel_service.adapters.principals import PrincipalAdmin, PrincipalDirectory
+from sentinel_gateway.events import http_event, with_authorizer
+from sentinel_gateway.gateway import LocalGateway, TokenBucket
+from sentinel_service.adapters.principals import PrincipalAdmin
+from sentinel_service.adapters.proposers import NoModel
 from sentinel_service.adapters.tables import principals_table_definition
 from sentinel_service.adapters.tokens import new_token, token_hmac
-from sentinel_service.handlers import authorizer
-from sentinel_service.http.routes import ROUTES, lambda_handler, openapi_document
+from sentinel_service.compose import compose
+from sentinel_service.http.authorizer import make_authorizer
+from sentinel_service.http.entry import lambda_handler
+from sentinel_service.http.openapi_document import openapi_document
+from sentinel_service.http.routes import ROUTES
+from sentinel_service.settings import Settings
 from world import BASE, CONFIG, LINT_POLICY, REV, UNIT_POLICY, World, actor
 
 KEY = bytes(range(32))
@@ -74,15 +78,31 @@ def principals() -> Iterator[dict[str, Any]]:
         for pid in ("hank", "rita", *(p for p in PRINCIPALS if p not in ("hank", "rita"))):  # sponsors first
             kind, sponsor, roles = PRINCIPALS[pid]
             tokens[pid] = admin.add(pid, kind, sponsor, roles, None, KEY, clock["now"])
-        authorizer.set_directory_for_tests(PrincipalDirectory(client, TABLE), KEY, lambda: clock["now"])
-        yield {"tokens": tokens, "admin": admin, "clock": clock, "client": client}
-        authorizer.set_directory_for_tests(None)
+        # The real authorizer over this table; `directory` holds the services it reads, so a test can swap in
+        # an unreadable table and put this one back.
+        directory = {"services": principal_services(client, clock)}
+        yield {"tokens": tokens, "admin": admin, "clock": clock, "client": client, "directory": directory,
+               "authorizer": make_authorizer(lambda: directory["services"])}
+
+
+class MovableClock:
+    def __init__(self, holder: dict[str, datetime]) -> None:
+        self.holder = holder
+
+    def now(self) -> datetime:
+        return self.holder["now"]
+
+
+def principal_services(client: Any, clock: dict[str, datetime]) -> Any:
+    settings = Settings.from_env({"SENTINEL_PRINCIPALS_TABLE": TABLE, "AWS_REGION": "us-east-1"})
+    return compose(settings, dynamodb=client, token_key=KEY, clock=MovableClock(clock))
 
 
 class Stack:
-    def __init__(self, world: World, tokens: dict[str, str], gateway: LocalGateway | None = None) -> None:
-        self.world, self.tokens = world, tokens
-        self.gateway = gateway or LocalGateway()
+    def __init__(self, world: World, tokens: dict[str, str], authorizer: Any,
+                 gateway: LocalGateway | None = None) -> None:
+        self.world, self.tokens, self.authorizer = world, tokens, authorizer
+        self.gateway = gateway or LocalGateway(lambda: world.services, authorizer)
         self.seen: list[tuple[int, dict[str, str], bytes]] = []
 
     def call(self, method: str, path: str, who: str | None = None, body: Any = None, *,
@@ -154,9 +174,7 @@ def evidence_body(**over: Any) -> dict[str, Any]:
 @pytest.fixture
 def stack(principals: dict[str, Any]) -> Iterator[tuple[Stack, dict[str, Any]]]:
     world, ids = seeded_world()
-    bootstrap.use_gate(world.gate)
-    yield Stack(world, principals["tokens"]), ids
-    bootstrap.use_gate(None)
+    return Stack(world, principals["tokens"], principals["authorizer"]), ids
 
 
 def route_calls(project: str, cid: str, ids: dict[str, Any]) -> list[tuple[str, str, Any, dict[str, str]]]:
@@ -291,13 +309,12 @@ def test_api2_an_authorizer_that_cannot_read_its_table_refuses_everyone(stack: A
             raise RuntimeError("the table is unreachable")
 
     # Given the authorizer's table unreachable
-    authorizer.set_directory_for_tests(PrincipalDirectory(Unreadable(), TABLE), KEY, lambda: principals["clock"]["now"])
+    principals["directory"]["services"] = principal_services(Unreadable(), principals["clock"])
     try:
         # When a valid token is presented, Then it is refused (fail closed), never let through
         assert s.call("GET", "/v1/whoami", "alice")[:3:2] == (403, {"message": "Forbidden"})
     finally:
-        authorizer.set_directory_for_tests(PrincipalDirectory(principals["client"], TABLE), KEY,
-                                           lambda: principals["clock"]["now"])
+        principals["directory"]["services"] = principal_services(principals["client"], principals["clock"])
 
 
 # ---- API3 Broken object property level authorization -------------------------------------------------------
@@ -372,7 +389,8 @@ def test_api4_pages_are_bounded(stack: Any, limit: str) -> None:
 def test_api4_a_caller_over_its_rate_is_throttled_before_anything_runs(stack: Any) -> None:
     s, _ids = stack
     now = [0.0]
-    throttled = Stack(s.world, s.tokens, LocalGateway(throttle=TokenBucket(rate=1, burst=2, clock=lambda: now[0])))
+    throttled = Stack(s.world, s.tokens, s.authorizer, LocalGateway(lambda: s.world.services, s.authorizer,
+                                                                      throttle=TokenBucket(rate=1, burst=2, clock=lambda: now[0])))
     loads = s.world.store.loads
     # Given the stage throttle at a burst of two and one request a second
     assert [throttled.call("GET", "/v1/projects/demo/config", "alice")[0] for _ in range(2)] == [200, 200]
@@ -616,7 +634,7 @@ def test_api9_the_route_table_the_document_and_the_functions_serve_the_same_rout
     assert documented == {(r.method, r.path) for r in ROUTES}
     # And each function serves exactly its own routes of the table, nothing else
     for function in {r.function for r in ROUTES}:
-        handler = lambda_handler(function)
+        handler = lambda_handler(function, lambda: s.world.services)
         for route in ROUTES:
             path = (route.path.replace("{project}", "demo").replace("{candidate_id}", ids["cid"])
                     .replace("{policy_id}", "unit-tests").replace("{task_id}", "T1").replace("{action_id}", "A1"))
@@ -707,6 +725,6 @@ def test_api10_even_a_good_model_plan_only_drafts(stack: Any) -> None:
 def test_the_gate_object_is_unchanged_between_tests(stack: Any) -> None:
     # A guard for this module's own fixtures: every test starts from a fresh world behind the handlers.
     s, _ids = stack
-    assert isinstance(s.world.gate, Gate) and s.world.gate.proposer is None
+    assert isinstance(s.world.gate, Gate) and isinstance(s.world.gate.proposer, NoModel)
     assert s.world.store.streams[StreamRef("demo")].events
     assert threading.active_count() >= 1

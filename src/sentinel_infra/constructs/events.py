@@ -24,7 +24,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from sentinel_service import names
-from sentinel_service.adapters.tables import SK
+from sentinel_service.names import SK
 
 OUTBOX_SK_PREFIX = "O#"
 HEAD_SK = "HEAD"

@@ -5,7 +5,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
 from sentinel_service import names
-from sentinel_service.adapters.tables import PK, SK, STATE_STREAM_VIEW
+from sentinel_service.names import PK, SK, STATE_STREAM_VIEW
 
 # Every chain, fact and head an audit can ask for lives here; point-in-time recovery gives 35 days of
 # restorable history, deletion protection and RETAIN keep a stack deletion or a replacement from dropping them.

@@ -9,11 +9,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-PK = "pk"
-SK = "sk"
+from sentinel_service.names import PK, SK, STATE_STREAM_VIEW
 
-# The outbox relay on AWS reads the state table's stream: new images only.
-STATE_STREAM_VIEW = "NEW_IMAGE"
+__all__ = ["PK", "SK", "STATE_STREAM_VIEW", "ensure_tables", "principals_table_definition",
+           "state_table_definition"]
 
 
 def state_table_definition(name: str) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Lambda entry point of the plans function: its routes come from the one route table."""
 
-from sentinel_service.http.routes import lambda_handler
+from sentinel_service.compose import lambda_services
+from sentinel_service.http.entry import lambda_handler
 
-handler = lambda_handler("plans")
+handler = lambda_handler("plans", lambda_services)

@@ -1,7 +1,6 @@
 """What one request carries besides its body: the caller (from the authorizer, never from a body) and headers."""
 
 import json
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +21,10 @@ class Call:
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())
 
+    @property
+    def idempotency_key(self) -> str | None:
+        return self.header("idempotency-key")
+
     def actor(self, project: str | None) -> Actor:
         """The caller with its roles in `project`. No authorizer context means no identity at all."""
         ctx = self.authorizer or {}
@@ -35,10 +38,3 @@ class Call:
     def roles_map(self) -> dict[str, list[str]]:
         roles = (self.authorizer or {}).get("roles") or "{}"
         return json.loads(roles) if isinstance(roles, str) else dict(roles)
-
-
-CURRENT: ContextVar[Call] = ContextVar("sentinel_call")
-
-
-def current() -> Call:
-    return CURRENT.get()

@@ -2,7 +2,6 @@
 every non-public route (401 without the header, 403 when refused), then the route's function handler."""
 
 import hashlib
-import importlib
 import json
 import math
 import threading
@@ -10,6 +9,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sentinel_service.compose import ServicesProvider
+from sentinel_service.http.authorizer import make_authorizer
+from sentinel_service.http.entry import lambda_handler
 from sentinel_service.http.problems import problem_body
 from sentinel_service.http.routes import route_for
 
@@ -64,19 +66,29 @@ class TokenBucket:
 
 
 class LocalGateway:
-    def __init__(self, authorizer: Handler | None = None, throttle: TokenBucket | None = None) -> None:
+    """API Gateway in front of the real handlers: route match, throttle, the authorizer, then the function's
+    handler with a payload 2.0 event. `services` is what the handlers' endpoints receive (the composition
+    root's product for this runner); `authorizer` replaces the real one (tests with fake tokens)."""
+
+    def __init__(self, services: ServicesProvider, authorizer: Handler | None = None,
+                 throttle: TokenBucket | None = None) -> None:
+        self._services = services
         self._authorizer = authorizer
         self._handlers: dict[str, Handler] = {}
         self.throttle = throttle
+        # One request at a time through the handlers, as in one Lambda execution environment: Powertools'
+        # resolver keeps the current event on its class and the dependency cache on the app, so two requests
+        # at once in one process could read each other's event and caller.
+        self._one_at_a_time = threading.Lock()
 
     def authorizer(self) -> Handler:
         if self._authorizer is None:
-            self._authorizer = importlib.import_module("sentinel_service.handlers.authorizer").handler
+            self._authorizer = make_authorizer(self._services)
         return self._authorizer
 
     def handler(self, function: str) -> Handler:
         if function not in self._handlers:
-            self._handlers[function] = importlib.import_module(f"sentinel_service.handlers.{function}").handler
+            self._handlers[function] = lambda_handler(function, self._services)
         return self._handlers[function]
 
     def invoke(self, method: str, path: str, headers: dict[str, str] | None = None, body: bytes | str | None = None,
@@ -102,7 +114,8 @@ class LocalGateway:
                 return _gateway_answer(403, "Forbidden")
             with_authorizer(event, verdict.get("context") or {})
         try:
-            result = self.handler(route.function)(event, LambdaContext())
+            with self._one_at_a_time:
+                result = self.handler(route.function)(event, LambdaContext())
         except Exception:
             return _gateway_answer(500, "Internal Server Error")
         return response_parts(result)

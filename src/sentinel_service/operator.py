@@ -1,0 +1,108 @@
+"""The operator's acts: provision a project, add, rotate and revoke principals, and record each act on the
+chains it concerns. The CLI, the demo seed, the acceptance gate's minting and the benchmarks all act through
+this one service; none of them reaches the principals table or the project chain by another path.
+
+Projects and principals are never managed through the API: the operator (with its own AWS credentials, or
+the embedded store's files) is the root of trust."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sentinel_domain.errors import Refusal
+from sentinel_domain.models import Actor, Policy, ProjectConfig
+from sentinel_domain.ports import Clock, StreamRef
+from sentinel_domain.usecases import Gate
+from sentinel_service.adapters.principals import PrincipalAdmin, PrincipalRefused
+
+# The operator as the project chain records it when it writes policies and configuration out of band.
+OPERATOR = Actor(id="operator", kind="human", roles=("admin",))
+
+
+@dataclass(frozen=True)
+class Issued:
+    principal_id: str
+    token: str
+    created: bool  # False: the principal existed and was issued a fresh token (the old one stops working)
+
+
+class Operator:
+    def __init__(self, gate: Gate, admin: PrincipalAdmin, token_key: Callable[[], bytes], clock: Clock) -> None:
+        self.gate = gate
+        self.admin = admin
+        self._token_key = token_key
+        self._clock = clock
+
+    # ---- projects ----------------------------------------------------------------------------------------
+
+    def project_exists(self, project: str) -> bool:
+        stream = self.gate.store.load(StreamRef(project))
+        return bool(stream and stream.facts)
+
+    def create_project(self, project: str) -> int:
+        """A new project and its chain; the seq of its first event. An existing id is refused."""
+        result = self.gate.create_project(project)
+        return int(result.body["seq"])
+
+    def provision_project(self, project: str, policies: Mapping[str, Mapping[str, Any]],
+                          config: Mapping[str, Any]) -> bool:
+        """Idempotent: a missing project is created with these policies and this configuration (True); an
+        existing one keeps its chain untouched (False)."""
+        if self.project_exists(project):
+            return False
+        self.create_project(project)
+        for policy_id, policy in policies.items():
+            self.gate.put_policy(project, policy_id, OPERATOR, Policy.model_validate(policy))
+        self.gate.put_config(project, OPERATOR, ProjectConfig.model_validate(config), None)
+        return True
+
+    # ---- principals --------------------------------------------------------------------------------------
+
+    def add_principal(self, principal_id: str, kind: str, sponsor: str | None, roles: Mapping[str, Sequence[str]],
+                      ttl_seconds: int | None = None) -> str:
+        """A new principal and its token; the act is recorded on the chain of every project it holds a role in."""
+        missing = [p for p in roles if not self.project_exists(p)]
+        if missing:
+            raise PrincipalRefused("NOT_FOUND", f"no project {', '.join(missing)}: create it first")
+        token = self.admin.add(principal_id, kind, sponsor, {p: list(r) for p, r in roles.items()}, ttl_seconds,
+                               self._token_key(), self._clock.now())
+        for project, project_roles in roles.items():
+            self.gate.record_project_event(project, "principal.added", {
+                "principal_id": principal_id, "kind": kind, "sponsor": sponsor, "roles": list(project_roles)})
+        return token
+
+    def rotate(self, principal_id: str, ttl_seconds: int | None = None) -> str:
+        token = self.admin.rotate(principal_id, ttl_seconds, self._token_key(), self._clock.now())
+        self._record_on_chains(principal_id, "principal.rotated", {})
+        return token
+
+    def revoke(self, principal_id: str, compromised: bool) -> dict[str, Any]:
+        self.admin.revoke(principal_id, compromised, self._clock.now())
+        self._record_on_chains(principal_id, "principal.revoked", {"compromised": bool(compromised)})
+        return {"principal_id": principal_id, "revoked": True, "compromised": bool(compromised)}
+
+    def issue(self, principal_id: str, kind: str, sponsor: str | None, roles: Mapping[str, Sequence[str]],
+              ttl_seconds: int | None = None) -> Issued:
+        """A token for this principal: added when missing, else rotated (its earlier token stops working)."""
+        try:
+            return Issued(principal_id, self.add_principal(principal_id, kind, sponsor, roles, ttl_seconds), True)
+        except PrincipalRefused as refused:
+            if refused.code != "PRINCIPAL_EXISTS":
+                raise
+        return Issued(principal_id, self.rotate(principal_id, ttl_seconds), False)
+
+    def list_principals(self) -> list[dict[str, Any]]:
+        return self.admin.list()
+
+    def principal(self, principal_id: str) -> dict[str, Any] | None:
+        return self.admin.get(principal_id)
+
+    def _record_on_chains(self, principal_id: str, type_: str, payload: dict[str, Any]) -> None:
+        view = self.admin.get(principal_id) or {}
+        for project in sorted(view.get("roles", {})):
+            self.gate.record_project_event(project, type_, {"principal_id": principal_id, **payload})
+
+
+__all__ = ["OPERATOR", "Issued", "Operator", "PrincipalRefused", "Refusal"]
