@@ -26,6 +26,7 @@ demo: setup
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/mypy -p sentinel_service
 	$(BIN)/lint-imports
 
 test: lint

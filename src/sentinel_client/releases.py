@@ -70,7 +70,7 @@ class NoRepository:
 
 def _replace(release: Release, **changes: object) -> Release:
     values = {**release.__dict__, **changes}
-    return Release(**values)  # type: ignore[arg-type]
+    return Release(**values)  # type: ignore[arg-type]  # the caller names only Release fields; a typo fails at once
 
 
 def _located(release: Release, directory: str | None) -> Release:

@@ -94,7 +94,7 @@ class Operator:
         return Issued(principal_id, self.rotate(principal_id, ttl_seconds), False)
 
     def list_principals(self) -> list[dict[str, Any]]:
-        return self.admin.list()
+        return self.admin.principals()
 
     def principal(self, principal_id: str) -> dict[str, Any] | None:
         return self.admin.get(principal_id)

@@ -344,7 +344,7 @@ def test_listing_never_shows_a_token_or_a_hash(admin: PrincipalAdmin):
     tokens.append(admin.add("ci-bot", "ci", None, {"demo": ["publisher"]}, None, KEY, NOW))
     admin.revoke("ci-bot", False, NOW)
     # When listed
-    listing = admin.list()
+    listing = admin.principals()
     # Then every principal appears, sorted, and no token or token hash appears anywhere
     assert [p["id"] for p in listing] == ["agent-1", "ci-bot", "hank"]
     text = json.dumps(listing)

@@ -160,7 +160,8 @@ class DynamoStateStore:
         if operation != "TransactWriteItems":
             kwargs["TableName"] = self.table_name
         try:
-            return method(**kwargs)
+            answer: dict[str, Any] = method(**kwargs)
+            return answer
         except ClientError as error:
             if _code(error) in expected:
                 raise

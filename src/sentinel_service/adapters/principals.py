@@ -9,7 +9,7 @@ closed); `PrincipalAdmin` is the operator's CLI writing with the operator's own 
 write this table).
 """
 
-from __future__ import annotations  # PrincipalAdmin.list shadows the builtin in its class body
+from __future__ import annotations
 
 import hmac
 import json
@@ -123,7 +123,8 @@ class PrincipalDirectory:
             answer = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True)
         except (ClientError, BotoCoreError) as error:
             raise _store_error(error) from error
-        return answer.get("Item")
+        item: dict[str, Any] | None = answer.get("Item")
+        return item
 
     def authenticate(self, token: str, key: bytes, now: datetime) -> dict[str, Any] | None:
         """The principal a token stands for, or None if it stands for nobody now.
@@ -226,14 +227,15 @@ class PrincipalAdmin:
             )
         except (ClientError, BotoCoreError) as error:
             raise _store_error(error) from error
-        return answer.get("Item")
+        item: dict[str, Any] | None = answer.get("Item")
+        return item
 
     def get(self, principal_id: str) -> dict[str, Any] | None:
         item = self._get_item(principal_id)
         return None if item is None else public_view(item)
 
-    def list(self) -> list[dict[str, Any]]:
-        principals = []
+    def principals(self) -> list[dict[str, Any]]:
+        principals: list[dict[str, Any]] = []
         request: dict[str, Any] = {
             "TableName": self._table,
             "ConsistentRead": True,

@@ -20,7 +20,7 @@ def problem_body(code: str, status: int, title: str, detail: str, findings: list
     return body
 
 
-def problem_response(refusal: Refusal) -> Response:
+def problem_response(refusal: Refusal) -> Response[str]:
     body = problem_body(refusal.code, refusal.status, refusal.title, refusal.detail, refusal.findings,
                         refusal.extra)
     return Response(status_code=refusal.status, content_type="application/problem+json",

@@ -23,7 +23,7 @@ PLAN_OPERATION = "put_plan"
 
 
 def _problem(status: int, code: str, title: str, detail: str, findings: list[dict[str, Any]] | None = None
-             ) -> Response:
+             ) -> Response[str]:
     return Response(status_code=status, content_type="application/problem+json",
                     body=json.dumps(problem_body(code, status, title, detail, findings), ensure_ascii=False))
 
@@ -49,11 +49,11 @@ def build_resolver(function: str | None, endpoints: Endpoints) -> APIGatewayHttp
     app = APIGatewayHttpResolver(enable_validation=True)
 
     @app.exception_handler(Refusal)
-    def refused(error: Refusal) -> Response:
+    def refused(error: Refusal) -> Response[str]:
         return problem_response(error)
 
     @app.exception_handler(RequestValidationError)
-    def invalid(error: RequestValidationError) -> Response:
+    def invalid(error: RequestValidationError) -> Response[str]:
         findings = _validation_findings(error)
         if _operation(app) == PLAN_OPERATION:
             # Preflight's first stage: a plan that is not a JSON object is a schema finding, nothing stored.
@@ -65,19 +65,19 @@ def build_resolver(function: str | None, endpoints: Endpoints) -> APIGatewayHttp
                         "; ".join(f["detail"] for f in findings[:5]), findings)
 
     @app.exception_handler(RequestUnsupportedContentType)
-    def unsupported(_error: RequestUnsupportedContentType) -> Response:
+    def unsupported(_error: RequestUnsupportedContentType) -> Response[str]:
         return _problem(415, "VALIDATION_FAILED", "The request is not valid",
                         "send the body as application/json")
 
     @app.exception_handler(StoreUnavailable)
-    def unavailable(_error: StoreUnavailable) -> Response:
+    def unavailable(_error: StoreUnavailable) -> Response[str]:
         response = _problem(503, "STATE_UNAVAILABLE", "The state store cannot be read or written right now",
                             "retry shortly; nothing was changed")
         response.headers["Retry-After"] = "1"
         return response
 
     @app.not_found
-    def not_found(_error: NotFoundError) -> Response:
+    def not_found(_error: NotFoundError) -> Response[str]:
         return _problem(404, "NOT_FOUND", "Not found", "no such route")
 
     for route in ROUTES:
