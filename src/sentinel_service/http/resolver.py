@@ -18,8 +18,6 @@ from sentinel_service.http.problems import problem_body, problem_response
 from sentinel_service.http.routes import ROUTES, route_for
 
 Endpoints = Mapping[str, Callable[..., Any]]
-# Every route but the preflight of a plan: a plan that is not a JSON object is preflight's first finding.
-PLAN_OPERATION = "put_plan"
 
 
 def _problem(status: int, code: str, title: str, detail: str, findings: list[dict[str, Any]] | None = None
@@ -38,9 +36,9 @@ def _validation_findings(error: RequestValidationError) -> list[dict[str, Any]]:
     return out
 
 
-def _operation(app: APIGatewayHttpResolver) -> str:
+def _invalid_body_code(app: APIGatewayHttpResolver) -> str:
     route = route_for(app.current_event.http_method, app.current_event.path)
-    return route.operation if route else ""
+    return route.invalid_body if route else "VALIDATION_FAILED"
 
 
 def build_resolver(function: str | None, endpoints: Endpoints) -> APIGatewayHttpResolver:
@@ -55,7 +53,7 @@ def build_resolver(function: str | None, endpoints: Endpoints) -> APIGatewayHttp
     @app.exception_handler(RequestValidationError)
     def invalid(error: RequestValidationError) -> Response[str]:
         findings = _validation_findings(error)
-        if _operation(app) == PLAN_OPERATION:
+        if _invalid_body_code(app) == "PLAN_PREFLIGHT_FAILED":
             # Preflight's first stage: a plan that is not a JSON object is a schema finding, nothing stored.
             for f in findings:
                 f["code"] = "PLAN_SCHEMA_INVALID"

@@ -22,6 +22,9 @@ class Route:
     summary: str
     status: int = 200
     public: bool = False
+    # How a body that fails the route's validation is refused: a plan is judged by preflight, whose first
+    # finding for a body that is not a JSON object is PLAN_SCHEMA_INVALID; everything else is VALIDATION_FAILED.
+    invalid_body: str = "VALIDATION_FAILED"
 
     @property
     def body_limit(self) -> int:
@@ -50,7 +53,8 @@ ROUTES: tuple[Route, ...] = (
           201),
     Route("GET", C + "/audit", "candidate_audit", "gating", "any", "The candidate chain with verification"),
     Route("POST", C + "/proposals", "propose", "plans", "requester", "Draft a plan (model or fallback)", 201),
-    Route("PUT", C + "/plan", "put_plan", "plans", "requester", "Submit or amend the plan", 201),
+    Route("PUT", C + "/plan", "put_plan", "plans", "requester", "Submit or amend the plan", 201,
+          invalid_body="PLAN_PREFLIGHT_FAILED"),
     Route("POST", C + "/reviews", "review", "review", "reviewer (human)", "Approve or reject one plan digest", 201),
     Route("POST", C + "/tasks/{task_id}/settlement", "settle", "review", "reviewer (human)", "Settle a passed task",
           201),
