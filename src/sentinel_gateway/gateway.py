@@ -18,6 +18,11 @@ from sentinel_service.http.routes import route_for
 from .events import authorizer_event, http_event, response_parts, with_authorizer
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+# One request at a time through the handlers of this process, as in one Lambda execution environment:
+# Powertools' resolver keeps the current event on a class attribute shared by every resolver of the process,
+# and the dependency cache on the app, so two requests at once (through one gateway or two) could read each
+# other's event and caller.
+ONE_REQUEST_AT_A_TIME = threading.Lock()
 JSON = {"content-type": "application/json"}
 
 
@@ -76,10 +81,6 @@ class LocalGateway:
         self._authorizer = authorizer
         self._handlers: dict[str, Handler] = {}
         self.throttle = throttle
-        # One request at a time through the handlers, as in one Lambda execution environment: Powertools'
-        # resolver keeps the current event on its class and the dependency cache on the app, so two requests
-        # at once in one process could read each other's event and caller.
-        self._one_at_a_time = threading.Lock()
 
     def authorizer(self) -> Handler:
         if self._authorizer is None:
@@ -114,7 +115,7 @@ class LocalGateway:
                 return _gateway_answer(403, "Forbidden")
             with_authorizer(event, verdict.get("context") or {})
         try:
-            with self._one_at_a_time:
+            with ONE_REQUEST_AT_A_TIME:
                 result = self.handler(route.function)(event, LambdaContext())
         except Exception:
             return _gateway_answer(500, "Internal Server Error")

@@ -91,6 +91,15 @@ class Operator:
         except PrincipalRefused as refused:
             if refused.code != "PRINCIPAL_EXISTS":
                 raise
+        existing = self.admin.get(principal_id) or {}
+        asked = {"kind": kind, "sponsor": sponsor or None,
+                 "roles": {p: sorted(r) for p, r in roles.items()}}
+        held = {"kind": existing.get("kind"), "sponsor": existing.get("sponsor") or None,
+                "roles": {p: sorted(existing.get("roles", {}).get(p, [])) for p in roles}}
+        if held != asked:
+            # Re-issuing never changes who a principal is: a token for another kind, sponsor or roles is refused.
+            raise PrincipalRefused("PRINCIPAL_EXISTS", f"principal {principal_id} exists as {held['kind']} with "
+                                   f"sponsor {held['sponsor']} and roles {held['roles']}, not as asked; not re-issued")
         return Issued(principal_id, self.rotate(principal_id, ttl_seconds), False)
 
     def list_principals(self) -> list[dict[str, Any]]:

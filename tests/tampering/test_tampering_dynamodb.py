@@ -320,7 +320,7 @@ def test_a_rewritten_last_event_is_named_against_the_newest_checkpoint(tampered:
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "LIMITATION layers/core/python/sentinel/ports.py Checkpoints.newest (and audit.AuditChain.verify): a chain "
+    "LIMITATION src/sentinel_domain/ports.py Checkpoints.newest (and audit.AuditChain.verify): a chain "
     "re-forged from seq 7 on, every hash recomputed and the head moved, is caught only by the newest "
     "checkpoint, so verification names that checkpoint's seq (11) rather than the first forged event (7), "
     "although the archive holds a checkpoint for every earlier head. Comparing against every archived "

@@ -29,8 +29,48 @@ def test_the_domain_core_imports_only_the_standard_library_and_its_pure_dependen
     assert outside == {}
 
 
+ENVIRONMENT_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
+
+
+def names_used(tree: ast.AST) -> set[str]:
+    """Every name, attribute and imported name a module mentions."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.alias):
+            found.update({node.name.split(".")[-1], node.asname or ""})
+    return found
+
+
 def test_the_domain_core_never_reads_the_environment() -> None:
-    offenders = [p.name for p in CORE.rglob("*.py") if "os.environ" in p.read_text() or "getenv" in p.read_text()]
+    # However it is spelled: os.environ, from os import environ, getenv, an alias of either
+    offenders = {p.name: sorted(names_used(ast.parse(p.read_text())) & ENVIRONMENT_NAMES) for p in CORE.rglob("*.py")}
+    assert {name: used for name, used in offenders.items() if used} == {}
+
+
+def dynamic_imports(path: Path) -> list[str]:
+    """importlib and __import__: what import-linter cannot follow."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found += [f"{path.name}: import {m}" for m in modules if m.split(".")[0] == "importlib"]
+        elif isinstance(node, ast.Name) and node.id == "__import__":
+            found.append(f"{path.name}: __import__")
+    return found
+
+
+def test_the_core_and_the_client_import_nothing_dynamically() -> None:
+    # The client's package __init__ may load its own modules lazily, by names that are all its own
+    lazy = ROOT / "src" / "sentinel_client" / "__init__.py"
+    loaded = [n.value for n in ast.walk(ast.parse(lazy.read_text()))
+              if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("sentinel_client.")]
+    assert loaded and all(name.startswith("sentinel_client.") for name in loaded)
+    offenders = [f for p in [*CORE.rglob("*.py"), *(ROOT / "src" / "sentinel_client").rglob("*.py")] if p != lazy
+                 for f in dynamic_imports(p)]
     assert offenders == []
 
 
@@ -121,16 +161,49 @@ def room_of(module: str) -> str:
     return ".".join(parts[:2]) if parts[0] == "sentinel_service" and len(parts) > 2 else parts[0]
 
 
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT / "src").with_suffix("").parts).removesuffix(".__init__")
+
+
+def private_reaches(path: Path, module: str | None = None) -> list[str]:
+    """`from X import _name`, `from X._module import …`, and `alias._name` where alias is another room's module."""
+    module = module or module_name(path)
+    tree = ast.parse(path.read_text())
+    found, aliases = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] not in PACKAGES or room_of(node.module) == room_of(module):
+                continue
+            private = [a.name for a in node.names if a.name.startswith("_")]
+            if private or any(part.startswith("_") for part in node.module.split(".")):
+                found.append(f"{module} imports {', '.join(private) or '*'} from {node.module}")
+            for a in node.names:  # `from pkg import module` binds another room's module
+                if (ROOT / "src" / (node.module.replace(".", "/") + "/" + a.name + ".py")).exists():
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] in PACKAGES and room_of(a.name) != room_of(module):
+                    aliases[a.asname or a.name.split(".")[0]] = a.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            if node.attr.startswith("_") and not node.attr.startswith("__"):
+                found.append(f"{module} reaches {aliases[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_the_private_name_check_sees_every_spelling(tmp_path: Path) -> None:
+    # Given a module of the runner reaching into the service's privates three ways
+    probe = tmp_path / "probe.py"
+    probe.write_text("from sentinel_service.http.resolver import _problem\n"
+                     "import sentinel_service.http.resolver as r\n"
+                     "from sentinel_service.http import resolver\n"
+                     "x = r._invalid_body_code, resolver._early\n")
+    # When it is checked, Then each is named
+    assert len(private_reaches(probe, "sentinel_runner.probe")) == 3
+
+
 def test_no_room_imports_another_rooms_private_names() -> None:
-    # Given every `from X import _name` in the project's modules
-    offenders = []
-    for package in PACKAGES:
-        for path in sorted((ROOT / "src" / package).rglob("*.py")):
-            module = ".".join(path.relative_to(ROOT / "src").with_suffix("").parts).removesuffix(".__init__")
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    private = [a.name for a in node.names if a.name.startswith("_")]
-                    if private and room_of(node.module) != room_of(module):
-                        offenders.append(f"{module} imports {', '.join(private)} from {node.module}")
-    # Then none reaches into another room's private names
+    # Given every module of every room, Then none reaches into another room's private names, however spelled
+    offenders = [f for package in PACKAGES for path in sorted((ROOT / "src" / package).rglob("*.py"))
+                 for f in private_reaches(path)]
     assert offenders == []
