@@ -125,19 +125,24 @@ class MeteredClient:
     def _key(self, table: str, item: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in item.items() if k in ("pk", "sk")}
 
+    @staticmethod
+    def _partition_key(kwargs: dict[str, Any]) -> str:
+        """The partition key a call names: in its expression values, its key or its item ("" if none)."""
+        values = kwargs.get("ExpressionAttributeValues", {})
+        if ":pk" in values:
+            return values[":pk"].get("S", "")
+        if "Key" in kwargs:
+            return kwargs["Key"].get("pk", {}).get("S", "")
+        if "Item" in kwargs:
+            return kwargs["Item"].get("pk", {}).get("S", "")
+        return ""
+
     def _metered(self, name: str, method: Any, kwargs: dict[str, Any]) -> Any:
         if name != "batch_write_item":
             kwargs.setdefault("ReturnConsumedCapacity", "TOTAL")
         table = kwargs.get("TableName", "")
         consistent = bool(kwargs.get("ConsistentRead"))
-        pk = ""
-        values = kwargs.get("ExpressionAttributeValues", {})
-        if ":pk" in values:
-            pk = values[":pk"].get("S", "")
-        elif "Key" in kwargs:
-            pk = kwargs["Key"].get("pk", {}).get("S", "")
-        elif "Item" in kwargs:
-            pk = kwargs["Item"].get("pk", {}).get("S", "")
+        pk = self._partition_key(kwargs)
         before: list[tuple[int, int, bool]] = []  # (new size, old size, transactional) per written item
         if name == "put_item":
             before.append((item_size(kwargs["Item"]), item_size(self._old(table, self._key(table, kwargs["Item"]))),

@@ -129,25 +129,30 @@ def adapt(template: dict[str, Any], region: str = REGION) -> tuple[dict[str, Any
     """(template for moto, {logical id: type} left out, adaptations in words)."""
     adapted = json.loads(json.dumps(template))
     resources = adapted["Resources"]
+    skipped = _left_out(resources)
+    for logical in skipped:
+        resources.pop(logical)
+    _drop_dependencies_on(resources, skipped)
+    adapted["Resources"] = _with_placeholders(resources, skipped, region)
+    adapted["Outputs"] = _with_placeholders(adapted.get("Outputs", {}), skipped, region)
+    adaptations = _left_out_text(skipped)
+    adaptations += _fit_properties_for_moto(adapted["Resources"])
+    return adapted, skipped, adaptations
+
+
+def _left_out(resources: dict[str, Any]) -> dict[str, str]:
+    """{logical id: type} of the resources moto's CloudFormation does not create, and of the Lambda
+    permissions on a function left out."""
     skipped = {k: r["Type"] for k, r in resources.items() if not _moto_creates(r["Type"])}
     for logical, resource in resources.items():
         if resource["Type"] == "AWS::Lambda::Permission" and logical not in skipped \
                 and set(_references(resource["Properties"].get("FunctionName"))) & set(skipped):
             skipped[logical] = resource["Type"]
+    return skipped
 
-    def replace(node: Any) -> Any:
-        if isinstance(node, dict):
-            if set(node) == {"Ref"} and node["Ref"] in skipped:
-                return PLACEHOLDER.format(region=region, what=node["Ref"])
-            if set(node) == {"Fn::GetAtt"} and node["Fn::GetAtt"][0] in skipped:
-                return PLACEHOLDER.format(region=region, what="/".join(node["Fn::GetAtt"]))
-            return {k: replace(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [replace(v) for v in node]
-        return node
 
-    for logical in skipped:
-        resources.pop(logical)
+def _drop_dependencies_on(resources: dict[str, Any], skipped: dict[str, str]) -> None:
+    """DependsOn without the resources left out (and without DependsOn when none is left)."""
     for resource in resources.values():
         if "DependsOn" in resource:
             depends = resource["DependsOn"] if isinstance(resource["DependsOn"], list) else [resource["DependsOn"]]
@@ -156,13 +161,34 @@ def adapt(template: dict[str, Any], region: str = REGION) -> tuple[dict[str, Any
                 resource["DependsOn"] = kept
             else:
                 resource.pop("DependsOn")
-    adapted["Resources"], adapted["Outputs"] = replace(resources), replace(adapted.get("Outputs", {}))
+
+
+def _with_placeholders(node: Any, skipped: dict[str, str], region: str) -> Any:
+    """`node` with each Ref or Fn::GetAtt to a resource left out replaced by a placeholder ARN."""
+    if isinstance(node, dict):
+        if set(node) == {"Ref"} and node["Ref"] in skipped:
+            return PLACEHOLDER.format(region=region, what=node["Ref"])
+        if set(node) == {"Fn::GetAtt"} and node["Fn::GetAtt"][0] in skipped:
+            return PLACEHOLDER.format(region=region, what="/".join(node["Fn::GetAtt"]))
+        return {k: _with_placeholders(v, skipped, region) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_with_placeholders(v, skipped, region) for v in node]
+    return node
+
+
+def _left_out_text(skipped: dict[str, str]) -> list[str]:
+    """One adaptation in words per resource type left out."""
     counts: dict[str, int] = {}
     for kind in skipped.values():
         counts[kind] = counts.get(kind, 0) + 1
-    adaptations = [f"left out {n} {kind} (moto's CloudFormation does not create it); references to it are "
-                   "placeholder ARNs containing 'not-emulated'" for kind, n in sorted(counts.items())]
-    for logical, resource in adapted["Resources"].items():
+    return [f"left out {n} {kind} (moto's CloudFormation does not create it); references to it are "
+            "placeholder ARNs containing 'not-emulated'" for kind, n in sorted(counts.items())]
+
+
+def _fit_properties_for_moto(resources: dict[str, Any]) -> list[str]:
+    """Properties rewritten where moto reads them otherwise than CloudFormation does; the adaptations in words."""
+    adaptations: list[str] = []
+    for logical, resource in resources.items():
         props = resource.get("Properties", {})
         if resource["Type"] == "AWS::Events::Archive":
             if "ArchiveName" not in props:
@@ -174,7 +200,7 @@ def adapt(template: dict[str, Any], region: str = REGION) -> tuple[dict[str, Any
         if resource["Type"] == "AWS::KMS::Key" and props.get("Tags"):
             props["Tags"] = [{"TagKey": t["Key"], "TagValue": t["Value"]} for t in props["Tags"]]
             adaptations.append(f"{logical}: tags in the KMS API's TagKey/TagValue shape (moto passes them on)")
-    return adapted, skipped, adaptations
+    return adaptations
 
 
 # ---- moto --------------------------------------------------------------------------------------------------

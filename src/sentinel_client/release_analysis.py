@@ -207,7 +207,7 @@ class _Analyser(GitAnalysis):
         finally:
             self.context = outer
 
-    def _simple(self, words: list[Word], assignments: list[Word], stdin_fed: bool, detached: bool,
+    def _simple(self, words: list[Word], assignments: list[Word], stdin_fed: bool, detached: bool,  # noqa: C901 - rewritten by the hook issue; moved, not changed, in the restructuring
                 directory: str | None, taint: tuple[str, ...]) -> str | None:
         while words and not words[0].quoted and not words[0].dynamic and words[0].text in _KEYWORDS:
             words = words[1:]

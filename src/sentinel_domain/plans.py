@@ -8,7 +8,7 @@ from urllib.parse import quote
 from pydantic import ValidationError
 
 from .canonical import digest
-from .models import ACTION_TYPES, Plan, Policy, ProjectConfig
+from .models import ACTION_TYPES, Check, Plan, Policy, ProjectConfig
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 PLACEHOLDER_VALUE = r"[A-Za-z0-9._/:@=,+%-]+"
@@ -113,6 +113,22 @@ def preflight(raw: Any, obligations: dict[str, dict[str, Any]], policies: dict[s
     except ValidationError as error:
         return None, _schema_findings(error)
 
+    findings = _duplicate_id_findings(plan)
+    findings += _dependency_findings(plan)
+    covered: set[str] = set()
+    for task in plan.tasks:
+        for check in task.checks:
+            findings += _check_findings(task.task_id, check, obligations, policies, covered)
+    findings += _uncovered_findings(obligations, covered)
+    findings += _action_findings(plan, config)
+
+    if findings:
+        return None, findings
+    return plan.model_dump(mode="json"), []
+
+
+def _duplicate_id_findings(plan: Plan) -> list[dict[str, Any]]:
+    """Task, check and action ids share one namespace: each may be used once."""
     findings: list[dict[str, Any]] = []
     seen: set[str] = set()
     for kind, ident in ([("task", t.task_id) for t in plan.tasks]
@@ -121,7 +137,12 @@ def preflight(raw: Any, obligations: dict[str, dict[str, Any]], policies: dict[s
         if ident in seen:
             findings.append(_finding("PLAN_DUPLICATE_ID", f"{kind} id {ident} is used more than once"))
         seen.add(ident)
+    return findings
 
+
+def _dependency_findings(plan: Plan) -> list[dict[str, Any]]:
+    """depends_on names tasks of the plan and forms no cycle."""
+    findings: list[dict[str, Any]] = []
     task_ids = {t.task_id for t in plan.tasks}
     for task in plan.tasks:
         for dep in task.depends_on:
@@ -131,42 +152,53 @@ def preflight(raw: Any, obligations: dict[str, dict[str, Any]], policies: dict[s
     cycle = _cycle({t.task_id: t.depends_on for t in plan.tasks})
     if cycle:
         findings.append(_finding("PLAN_DEPENDENCY_CYCLE", "depends_on forms a cycle: " + " -> ".join(cycle)))
+    return findings
 
-    covered: set[str] = set()
-    for task in plan.tasks:
-        for check in task.checks:
-            where = {"task_id": task.task_id, "check_id": check.check_id}
-            policy = policies.get(check.policy_ref)
-            if policy is None:
-                findings.append(_finding("PLAN_UNKNOWN_POLICY", f"check {check.check_id} names unknown policy "
-                                         f"{check.policy_ref}", **where))
-                continue
-            _version, rule = policy
-            if not conforms(check.command, rule.command):
-                findings.append(_finding("PLAN_CHECK_NOT_CONFORMING", f"check {check.check_id}: command is not an "
-                                         f"instance of the policy's template {rule.command!r}", **where))
-            if check.expected_exit_code != rule.expected_exit_code:
-                findings.append(_finding("PLAN_CHECK_NOT_CONFORMING", f"check {check.check_id}: expected_exit_code "
-                                         f"must be the policy's ({rule.expected_exit_code})", **where))
-            for obligation_id in check.covers:
-                obligation = obligations.get(obligation_id)
-                if obligation is None:
-                    findings.append(_finding("PLAN_UNKNOWN_OBLIGATION", f"check {check.check_id} covers unknown "
-                                             f"obligation {obligation_id}", obligation_id=obligation_id, **where))
-                elif obligation["policy_id"] != check.policy_ref:
-                    findings.append(_finding("PLAN_CHECK_NOT_CONFORMING", f"check {check.check_id} "
-                                             f"({check.policy_ref}) covers {obligation_id}, an obligation of "
-                                             f"policy {obligation['policy_id']}", obligation_id=obligation_id,
-                                             **where))
-                else:
-                    covered.add(obligation_id)
-    for obligation_id in obligations:
-        if obligation_id not in covered:
-            findings.append(_finding("PLAN_OBLIGATION_UNCOVERED", f"obligation {obligation_id} "
-                                     f"({obligations[obligation_id]['policy_id']} on "
-                                     f"{obligations[obligation_id]['scope']}) is covered by no check of its policy",
-                                     obligation_id=obligation_id))
 
+def _check_findings(task_id: str, check: Check, obligations: dict[str, dict[str, Any]],
+                    policies: dict[str, tuple[int, Policy]], covered: set[str]) -> list[dict[str, Any]]:
+    """One check against its policy (known, command and exit code conforming) and the obligations it covers;
+    adds to `covered` each obligation it rightly covers."""
+    where = {"task_id": task_id, "check_id": check.check_id}
+    policy = policies.get(check.policy_ref)
+    if policy is None:
+        return [_finding("PLAN_UNKNOWN_POLICY", f"check {check.check_id} names unknown policy "
+                         f"{check.policy_ref}", **where)]
+    _version, rule = policy
+    findings: list[dict[str, Any]] = []
+    if not conforms(check.command, rule.command):
+        findings.append(_finding("PLAN_CHECK_NOT_CONFORMING", f"check {check.check_id}: command is not an "
+                                 f"instance of the policy's template {rule.command!r}", **where))
+    if check.expected_exit_code != rule.expected_exit_code:
+        findings.append(_finding("PLAN_CHECK_NOT_CONFORMING", f"check {check.check_id}: expected_exit_code "
+                                 f"must be the policy's ({rule.expected_exit_code})", **where))
+    for obligation_id in check.covers:
+        obligation = obligations.get(obligation_id)
+        if obligation is None:
+            findings.append(_finding("PLAN_UNKNOWN_OBLIGATION", f"check {check.check_id} covers unknown "
+                                     f"obligation {obligation_id}", obligation_id=obligation_id, **where))
+        elif obligation["policy_id"] != check.policy_ref:
+            findings.append(_finding("PLAN_CHECK_NOT_CONFORMING", f"check {check.check_id} "
+                                     f"({check.policy_ref}) covers {obligation_id}, an obligation of "
+                                     f"policy {obligation['policy_id']}", obligation_id=obligation_id,
+                                     **where))
+        else:
+            covered.add(obligation_id)
+    return findings
+
+
+def _uncovered_findings(obligations: dict[str, dict[str, Any]], covered: set[str]) -> list[dict[str, Any]]:
+    """Every obligation is covered by some check of its policy."""
+    return [_finding("PLAN_OBLIGATION_UNCOVERED", f"obligation {obligation_id} "
+                     f"({obligations[obligation_id]['policy_id']} on "
+                     f"{obligations[obligation_id]['scope']}) is covered by no check of its policy",
+                     obligation_id=obligation_id)
+            for obligation_id in obligations if obligation_id not in covered]
+
+
+def _action_findings(plan: Plan, config: ProjectConfig) -> list[dict[str, Any]]:
+    """Each action is of an allow-listed type, with the parameters that type takes."""
+    findings: list[dict[str, Any]] = []
     check_ids = {c.check_id for t in plan.tasks for c in t.checks}
     for action in plan.actions:
         if action.type not in ACTION_TYPES or action.type not in config.allowed_action_types:
@@ -176,10 +208,7 @@ def preflight(raw: Any, obligations: dict[str, dict[str, Any]], policies: dict[s
         problem = _action_params_problem(action, check_ids, config)
         if problem:
             findings.append(_finding("PLAN_ACTION_PARAMS_INVALID", f"action {action.action_id}: {problem}"))
-
-    if findings:
-        return None, findings
-    return plan.model_dump(mode="json"), []
+    return findings
 
 
 def fallback_plan(obligations: dict[str, dict[str, Any]], policies: dict[str, tuple[int, Policy]]

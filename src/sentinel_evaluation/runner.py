@@ -178,7 +178,15 @@ class Run:
         return dict(raw)
 
     def check_step(self, verb: str, want: dict[str, Any], response: Response) -> None:
-        got, code, body = response.status, response.code, _body(response)
+        body = _body(response)
+        self.check_status(verb, want, response)
+        self.check_decision_and_findings(verb, want, body)
+        self.check_outcome(verb, want, body, response)
+        self.check_false_ready(verb, want, body)
+
+    def check_status(self, verb: str, want: dict[str, Any], response: Response) -> None:
+        """The refusal, the HTTP status, or success, as the step expects."""
+        got, code = response.status, response.code
         refusal = want.get("refusal")
         if refusal is not None:
             status = want.get("status") or REFUSAL_STATUS.get(refusal)
@@ -189,6 +197,9 @@ class Run:
             self.fail(f"{verb}: expected HTTP {want['status']}, got {got} {code or ''}".rstrip())
         elif "status" not in want and not response.ok:
             self.fail(f"{verb}: expected success, got {got} {code or ''}".rstrip())
+
+    def check_decision_and_findings(self, verb: str, want: dict[str, Any], body: dict[str, Any]) -> None:
+        """The decision, its finding codes, and preflight's finding codes (each as often as found)."""
         codes = sorted({f["code"] for f in body.get("findings", []) if isinstance(f, dict) and "code" in f})
         if "decision" in want and body.get("decision") != want["decision"]:
             self.fail(f"{verb}: expected decision {want['decision']}, got {body.get('decision')} {codes}")
@@ -198,6 +209,9 @@ class Run:
             every = sorted(f.get("code", "") for f in body.get("findings", []) if isinstance(f, dict))
             if every != sorted(want["preflight"]):
                 self.fail(f"{verb}: expected preflight findings {sorted(want['preflight'])}, got {every}")
+
+    def check_outcome(self, verb: str, want: dict[str, Any], body: dict[str, Any], response: Response) -> None:
+        """Everything else the step names: replay, binding mismatches, counts, clock, candidate, fields."""
         if "replayed" in want and response.replayed != want["replayed"]:
             self.fail(f"{verb}: expected replayed={want['replayed']}, got {response.replayed}")
         mismatches = (body.get("binding") or {}).get("mismatches")
@@ -217,10 +231,14 @@ class Run:
                      "as_of_source", "change_context"):
             if name in want and body.get(name) != want[name]:
                 self.fail(f"{verb}: expected {name} {want[name]!r}, got {body.get(name)!r}")
+
+    def check_false_ready(self, verb: str, want: dict[str, Any], body: dict[str, Any]) -> None:
+        """A decision or record that came out ready where the step expected a hold or a refusal."""
         expects_ready = want.get("decision") == "ready" or want.get("findings") == []
         judged = bool({"decision", "findings", "refusal", "status"} & set(want))
         if verb in ("decide", "record") and body.get("decision") == "ready" and judged and not expects_ready:
-            self.result.false_ready.append(f"{self.where}: ready where {refusal or 'hold'} was expected")
+            self.result.false_ready.append(f"{self.where}: ready where {want.get('refusal') or 'hold'} was "
+                                           "expected")
 
     # ---- the oracles after every request -------------------------------------------------------------
 

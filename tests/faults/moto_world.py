@@ -270,32 +270,41 @@ class Flow:
             return outcome(lambda: gate.execute(PROJECT, cid, "A1", REQUESTER, ExecutionRequest(
                 plan_digest=self.digest, params=params), "k-execute"))
         if step.startswith("evidence"):
-            task = self.tasks()[int(step[-1]) - 1]
-            check = task["checks"][0]
-            scopes = [self.scope_of(o) for o in check["covers"]]
-            body: dict[str, Any] = {"check_id": check["check_id"], "subject": "payments", "revision": REV,
-                                    "environment": "staging", "scope": scopes,
-                                    "observed_at": format_time(gate.clock.now()), "source": {"system": "ci"}}
-            if check["policy_ref"] == "lint":
-                body["result"] = {"exit_code": 0, "artifacts": []}
-            else:
-                body["junit_xml"] = junit()
-            out = outcome(lambda: gate.post_evidence(PROJECT, cid, CI, EvidenceRequest.model_validate(body),
-                                                     f"k-{step}"))
-            if out.accepted:
-                self.evidence[check["check_id"]] = out.body["evidence_id"]
-            return out
+            return self.post_evidence(gate, step)
         if step.startswith("report"):
-            task = self.tasks()[int(step[-1]) - 1]
-            claims = [{"check_id": c["check_id"], "evidence_id": self.evidence.get(c["check_id"], "ev_none")}
-                      for c in task["checks"]]
-            return outcome(lambda: gate.report(PROJECT, cid, task["task_id"], REQUESTER, ReportRequest.model_validate(
-                {"plan_digest": self.digest, "status": "completed", "checks": claims}), f"k-{step}"))
+            return self.report_task(gate, step)
         if step == "decide":
             return outcome(lambda: gate.record_decision(PROJECT, cid, REQUESTER, "k-decide"))
         if step == "read decision":
             return outcome(lambda: gate.evaluate(PROJECT, cid, REQUESTER))
         raise ValueError(step)
+
+    def post_evidence(self, gate: Gate, step: str) -> Outcome:
+        """`evidence N`: CI posts evidence for the first check of task N."""
+        cid = self.candidate_id
+        task = self.tasks()[int(step[-1]) - 1]
+        check = task["checks"][0]
+        scopes = [self.scope_of(o) for o in check["covers"]]
+        body: dict[str, Any] = {"check_id": check["check_id"], "subject": "payments", "revision": REV,
+                                "environment": "staging", "scope": scopes,
+                                "observed_at": format_time(gate.clock.now()), "source": {"system": "ci"}}
+        if check["policy_ref"] == "lint":
+            body["result"] = {"exit_code": 0, "artifacts": []}
+        else:
+            body["junit_xml"] = junit()
+        out = outcome(lambda: gate.post_evidence(PROJECT, cid, CI, EvidenceRequest.model_validate(body), f"k-{step}"))
+        if out.accepted:
+            self.evidence[check["check_id"]] = out.body["evidence_id"]
+        return out
+
+    def report_task(self, gate: Gate, step: str) -> Outcome:
+        """`report N`: the requester reports task N completed, each check with the evidence posted for it."""
+        cid = self.candidate_id
+        task = self.tasks()[int(step[-1]) - 1]
+        claims = [{"check_id": c["check_id"], "evidence_id": self.evidence.get(c["check_id"], "ev_none")}
+                  for c in task["checks"]]
+        return outcome(lambda: gate.report(PROJECT, cid, task["task_id"], REQUESTER, ReportRequest.model_validate(
+            {"plan_digest": self.digest, "status": "completed", "checks": claims}), f"k-{step}"))
 
     def scope_of(self, obligation_id: str) -> str:
         return self.scopes[obligation_id]

@@ -220,54 +220,71 @@ class _YamlBuilder:
                 if not stack:
                     result.append(value)
                     continue
-                parent = stack[-1]
-                if len(stack) >= MAX_DEPTH:
-                    _check_depth(len(stack) + 1)
-                parent.size += 1
-                if parent.height < 2:
-                    parent.height = 2
-                if parent.kind == "seq":
-                    parent.items.append(value)
-                elif not parent.has_key:
-                    parent.pending_key, parent.has_key = value, True
-                else:
-                    if parent.pending_key is _MERGE:
-                        parent.merges.append(value)
-                    else:
-                        parent.keys.append(parent.pending_key)
-                        parent.items.append(value)
-                    parent.pending_key, parent.has_key = None, False
+                self._add_scalar(stack, value)
             elif kind is alias_event:
-                if event.anchor not in self.anchors:
-                    raise MalformedOpenApi(f"the YAML alias {quote(event.anchor)} has no anchor")
-                known = self.anchors[event.anchor]
-                if known is None:
-                    raise MalformedOpenApi(f"the YAML alias {quote(event.anchor)} refers to itself")
-                value, size, height = known
-                _check_depth(len(stack) + height)
-                self.counter.add(size)
-                self._attach(stack, result, value, size, height)
+                self._add_alias(stack, result, event)
             elif isinstance(event, e.MappingStartEvent | e.SequenceStartEvent):
-                is_map = isinstance(event, e.MappingStartEvent)
-                tag = event.tag
-                if tag not in (None, "!", _MAP_TAG if is_map else _SEQ_TAG):
-                    raise MalformedOpenApi(f"the YAML tag {quote(tag)} is not allowed (only JSON-like values are)")
-                depth = len(stack) + 1
-                _check_depth(depth)
-                self.counter.add(1)
-                if event.anchor is not None:
-                    self.anchors[event.anchor] = None
-                stack.append(_Frame("map" if is_map else "seq", event.anchor, depth))
+                self._open_collection(stack, event)
             elif isinstance(event, e.MappingEndEvent | e.SequenceEndEvent):
-                frame = stack.pop()
-                value = self._finish(frame)
-                if frame.anchor is not None:
-                    self.anchors[frame.anchor] = (value, frame.size, frame.height)
-                self._attach(stack, result, value, frame.size, frame.height, counted=True)
+                self._close_collection(stack, result)
             elif isinstance(event, e.DocumentStartEvent) and result:
                 raise MalformedOpenApi("the text holds more than one YAML document")
         self.counter.add(pending)
         return result[0] if result else None
+
+    @staticmethod
+    def _add_scalar(stack: list[_Frame], value: Any) -> None:
+        """A scalar (counted already) into the mapping or list being built."""
+        parent = stack[-1]
+        if len(stack) >= MAX_DEPTH:
+            _check_depth(len(stack) + 1)
+        parent.size += 1
+        if parent.height < 2:
+            parent.height = 2
+        if parent.kind == "seq":
+            parent.items.append(value)
+        elif not parent.has_key:
+            parent.pending_key, parent.has_key = value, True
+        else:
+            if parent.pending_key is _MERGE:
+                parent.merges.append(value)
+            else:
+                parent.keys.append(parent.pending_key)
+                parent.items.append(value)
+            parent.pending_key, parent.has_key = None, False
+
+    def _add_alias(self, stack: list[_Frame], result: list[Any], event: Any) -> None:
+        """An alias counts as the full size (and height) of the anchored value it stands for."""
+        if event.anchor not in self.anchors:
+            raise MalformedOpenApi(f"the YAML alias {quote(event.anchor)} has no anchor")
+        known = self.anchors[event.anchor]
+        if known is None:
+            raise MalformedOpenApi(f"the YAML alias {quote(event.anchor)} refers to itself")
+        value, size, height = known
+        _check_depth(len(stack) + height)
+        self.counter.add(size)
+        self._attach(stack, result, value, size, height)
+
+    def _open_collection(self, stack: list[_Frame], event: Any) -> None:
+        """A mapping or a sequence starts: its tag must be a plain one, its depth within the cap; an anchor on
+        it is marked as being built until it ends."""
+        is_map = isinstance(event, self.events.MappingStartEvent)
+        tag = event.tag
+        if tag not in (None, "!", _MAP_TAG if is_map else _SEQ_TAG):
+            raise MalformedOpenApi(f"the YAML tag {quote(tag)} is not allowed (only JSON-like values are)")
+        depth = len(stack) + 1
+        _check_depth(depth)
+        self.counter.add(1)
+        if event.anchor is not None:
+            self.anchors[event.anchor] = None
+        stack.append(_Frame("map" if is_map else "seq", event.anchor, depth))
+
+    def _close_collection(self, stack: list[_Frame], result: list[Any]) -> None:
+        frame = stack.pop()
+        value = self._finish(frame)
+        if frame.anchor is not None:
+            self.anchors[frame.anchor] = (value, frame.size, frame.height)
+        self._attach(stack, result, value, frame.size, frame.height, counted=True)
 
     def _attach(self, stack: list[_Frame], result: list[Any], value: Any, size: int, height: int,
                 counted: bool = False) -> None:

@@ -1,6 +1,7 @@
 """Schema comparison, the base of the differ: schema views (references followed, `nullable` and type-only
 unions folded), projections for what is compared whole, and the keyword by keyword comparison of two schemas
-that every other rule family calls for the values it carries."""
+that every other rule family calls for the values it carries. That comparison is itself split by keyword family
+(the _compare_* methods, called in order from _schema_body); a new family of schema rules is one more of them."""
 
 from __future__ import annotations
 
@@ -208,125 +209,135 @@ class _SchemaDiffer:
         return records, low
 
     def _schema_body(self, o: dict[str, Any], n: dict[str, Any], d: str) -> tuple[list[_Rec], int]:
-        out: list[_Rec] = []
-        low = _NEVER
+        """Two schema views compared keyword by keyword, one rule family after another (the order is the
+        order of the changes reported)."""
+        found = _Found(self, d)
+        self._compare_types(o, n, found)
+        self._compare_enums(o, n, found)
+        self._compare_numeric_bounds(o, n, found)
+        self._compare_sizes(o, n, found)
+        self._compare_multiple_of(o, n, found)
+        self._compare_pattern_and_format(o, n, found)
+        self._compare_flags(o, n, found)
+        self._compare_default_and_deprecation(o, n, found)
+        self._compare_required(o, n, found)
+        self._compare_properties(o, n, found)
+        self._compare_items(o, n, found)
+        self._compare_composition(o, n, found)
+        self._compare_not(o, n, found)
+        self._compare_other_keywords(o, n, found)
+        return _capped(found.out), found.low
 
-        def add(kind: str, effect: str, detail: str, path: tuple[str, ...] = ()) -> None:
-            out.append(_Rec(path, kind, _breaks(effect, d), detail))
+    # ---- rule families of one schema comparison ----------------------------------------------------------
 
-        def nested(old: Any, new: Any, direction: str, prefix: tuple[str, ...]) -> None:
-            nonlocal low
-            records, child_low = self._schema(old, new, direction)
-            low = min(low, child_low)
-            for _ in records:
-                self.budget.step()
-            out.extend(_Rec(prefix + r.path, r.kind, r.breaking, r.detail) for r in records)
-
-        handled = set(_SCHEMA_KEYWORDS)
-        # type
+    def _compare_types(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
+        """`type` (with `nullable` and type-only unions already folded into it)."""
         ot, nt = self._types(o), self._types(n)
         if ot != nt:
             effect = _set_effect(ot, nt, _type_covers)
-            add("schema-type-changed", effect, f"type {_types_text(ot)} -> {_types_text(nt)}")
-        # enum and const (const is a one-value enum)
+            found.add("schema-type-changed", effect, f"type {_types_text(ot)} -> {_types_text(nt)}")
+
+    def _compare_enums(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
+        """`enum` and `const` (const is a one-value enum)."""
         oe, ne = _enum(o), _enum(n)
         if oe != ne:
             effect = _set_effect(oe, ne, lambda a, b: b <= a)
-            add("schema-enum-changed", effect, _enum_text(oe, ne))
-        # numeric bounds
+            found.add("schema-enum-changed", effect, _enum_text(oe, ne))
+
+    def _compare_numeric_bounds(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
+        """`minimum`/`maximum` with their exclusive forms (3.0 booleans or 3.1 numbers)."""
         for name, old_bound, new_bound, upper in (
                 ("minimum", _bound(o, "minimum", "exclusiveMinimum"), _bound(n, "minimum", "exclusiveMinimum"), False),
                 ("maximum", _bound(o, "maximum", "exclusiveMaximum"), _bound(n, "maximum", "exclusiveMaximum"), True)):
             if old_bound != new_bound:
-                add(*_bound_change(name, old_bound, new_bound, upper))
-        # sizes
+                found.add(*_bound_change(name, old_bound, new_bound, upper))
+
+    def _compare_sizes(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
+        """Length, item, property and contains counts: a larger minimum or a smaller maximum tightens."""
         for low_key, high_key, floor in (("minLength", "maxLength", 0), ("minItems", "maxItems", 0),
                                          ("minProperties", "maxProperties", 0), ("minContains", "maxContains", 1)):
             for key, is_min in ((low_key, True), (high_key, False)):
-                ov, nv = o.get(key), n.get(key)
-                if ov == nv:
-                    continue
-                if (ov is not None and not _is_number(ov)) or (nv is not None and not _is_number(nv)):
-                    add("schema-keyword-changed", BOTH, f"{key} {_render(ov)} -> {_render(nv)}")
-                    continue
-                old_v = floor if ov is None and is_min else (math.inf if ov is None else ov)
-                new_v = floor if nv is None and is_min else (math.inf if nv is None else nv)
-                if old_v == new_v:
-                    continue
-                tighter = new_v > old_v if is_min else new_v < old_v
-                effect = TIGHTENED if tighter else LOOSENED
-                add(f"schema-constraint-{effect}", effect, f"{key} {_render(ov)} -> {_render(nv)}")
-        # multipleOf
+                change = _size_change(key, is_min, floor, o.get(key), n.get(key))
+                if change is not None:
+                    found.add(*change)
+
+    def _compare_multiple_of(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
         om, nm = o.get("multipleOf"), n.get("multipleOf")
         if om != nm:
-            if om is None:
-                effect = TIGHTENED
-            elif nm is None:
-                effect = LOOSENED
-            elif _is_number(om) and _is_number(nm) and om and nm and (nm / om).is_integer():
-                effect = TIGHTENED
-            elif _is_number(om) and _is_number(nm) and om and nm and (om / nm).is_integer():
-                effect = LOOSENED
-            else:
-                effect = BOTH
-            add(_constraint_kind(effect), effect, f"multipleOf {_render(om)} -> {_render(nm)}")
-        # pattern, format: present constrains, absent does not; one replaced by another cannot be compared
+            effect = _multiple_of_effect(om, nm)
+            found.add(_constraint_kind(effect), effect, f"multipleOf {_render(om)} -> {_render(nm)}")
+
+    def _compare_pattern_and_format(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
+        """Present constrains, absent does not; one replaced by another cannot be compared."""
         for key in ("pattern", "format"):
             ov, nv = o.get(key), n.get(key)
             if ov != nv:
                 effect = TIGHTENED if ov is None else LOOSENED if nv is None else BOTH
-                add(_constraint_kind(effect), effect, f"{key} {_render(ov)} -> {_render(nv)}")
+                found.add(_constraint_kind(effect), effect, f"{key} {_render(ov)} -> {_render(nv)}")
+
+    def _compare_flags(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
+        """`uniqueItems`, and `readOnly`/`writeOnly` (which move a value between requests and responses)."""
         if bool(o.get("uniqueItems")) != bool(n.get("uniqueItems")):
             effect = TIGHTENED if n.get("uniqueItems") else LOOSENED
-            add(_constraint_kind(effect), effect, f"uniqueItems {_render(o.get('uniqueItems'))} -> "
-                f"{_render(n.get('uniqueItems'))}")
+            found.add(_constraint_kind(effect), effect, f"uniqueItems {_render(o.get('uniqueItems'))} -> "
+                      f"{_render(n.get('uniqueItems'))}")
         for key in ("readOnly", "writeOnly"):
             if bool(o.get(key)) != bool(n.get(key)):
-                add("schema-keyword-changed", BOTH, f"{key} {_render(o.get(key))} -> {_render(n.get(key))}")
-        # default: what the API assumes when a client leaves a value out
+                found.add("schema-keyword-changed", BOTH, f"{key} {_render(o.get(key))} -> {_render(n.get(key))}")
+
+    def _compare_default_and_deprecation(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
+        """`default` (what the API assumes when a client leaves a value out) and `deprecated`."""
         if "default" in o or "default" in n:
             od, nd = o.get("default", _ABSENT), n.get("default", _ABSENT)
             if od != nd:
-                breaking = d == REQUEST and od is not _ABSENT
-                out.append(_Rec((), "schema-default-changed", breaking,
-                                f"default {_render(None if od is _ABSENT else od)} -> "
-                                f"{_render(None if nd is _ABSENT else nd)}"))
+                breaking = found.direction == REQUEST and od is not _ABSENT
+                found.out.append(_Rec((), "schema-default-changed", breaking,
+                                      f"default {_render(None if od is _ABSENT else od)} -> "
+                                      f"{_render(None if nd is _ABSENT else nd)}"))
         if bool(o.get("deprecated")) != bool(n.get("deprecated")):
-            out.append(_Rec((), "schema-deprecated-changed", False,
-                            "deprecated" if n.get("deprecated") else "no longer deprecated"))
-        # objects
+            found.out.append(_Rec((), "schema-deprecated-changed", False,
+                                  "deprecated" if n.get("deprecated") else "no longer deprecated"))
+
+    def _compare_required(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
         o_req, n_req = _names(o.get("required")), _names(n.get("required"))
         for name in sorted(n_req - o_req):
-            add("schema-required-added", TIGHTENED, f"{quote(name)} is now required")
+            found.add("schema-required-added", TIGHTENED, f"{quote(name)} is now required")
         for name in sorted(o_req - n_req):
-            add("schema-required-removed", LOOSENED, f"{quote(name)} is no longer required")
+            found.add("schema-required-removed", LOOSENED, f"{quote(name)} is no longer required")
+
+    def _compare_properties(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
+        """`properties` (added, removed, each kept one compared) and `additionalProperties`."""
         o_props = self.old.mapping(o.get("properties"), "properties", deref=False)
         n_props = self.new.mapping(n.get("properties"), "properties", deref=False)
         for name in n_props:
             if name not in o_props:
-                out.append(_Rec((name,), "schema-property-added", False, "property added"))
+                found.out.append(_Rec((name,), "schema-property-added", False, "property added"))
         for name, value in o_props.items():
             if name not in n_props:
                 # The client may send or read it; removing either is what breaks integrations.
-                out.append(_Rec((name,), "schema-property-removed", True, "property removed"))
+                found.out.append(_Rec((name,), "schema-property-removed", True, "property removed"))
             else:
-                nested(value, n_props[name], d, (name,))
+                found.nested(value, n_props[name], found.direction, (name,))
         oa, na = o.get("additionalProperties", True), n.get("additionalProperties", True)
         oa, na = (True if v == {} else v for v in (oa, na))  # an empty schema allows anything, like true
         if oa is not True or na is not True:
             if isinstance(oa, dict) and isinstance(na, dict):
-                nested(oa, na, d, ("additionalProperties",))
+                found.nested(oa, na, found.direction, ("additionalProperties",))
             elif oa != na:
                 effect = TIGHTENED if na is False or oa is True else LOOSENED
-                add(_constraint_kind(effect), effect, f"additionalProperties {_render(oa)} -> {_render(na)}")
-        # arrays
+                found.add(_constraint_kind(effect), effect, f"additionalProperties {_render(oa)} -> {_render(na)}")
+
+    def _compare_items(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
+        """`items`: one schema for every item is compared as a schema, an array of them (tuples) whole."""
         oi, ni = o.get("items"), n.get("items")
         if isinstance(oi, list) or isinstance(ni, list):
             if not self._same(oi, ni):
-                add("schema-keyword-changed", BOTH, "items (as an array) changed")
+                found.add("schema-keyword-changed", BOTH, "items (as an array) changed")
         elif oi is not None or ni is not None:
-            nested(oi, ni, d, ("[]",))
-        # composition
+            found.nested(oi, ni, found.direction, ("[]",))
+
+    def _compare_composition(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
+        """`allOf`, `anyOf`, `oneOf`: branch by branch when their number is kept, else as one change."""
         for key in ("allOf", "anyOf", "oneOf"):
             ol = self.old.sequence(o.get(key), key)
             nl = self.new.sequence(n.get(key), key)
@@ -334,32 +345,86 @@ class _SchemaDiffer:
                 continue
             if len(ol) == len(nl):
                 for index, (ob, nb) in enumerate(zip(ol, nl, strict=True)):
-                    nested(ob, nb, d, (f"{key}[{index}]",))
+                    found.nested(ob, nb, found.direction, (f"{key}[{index}]",))
                 continue
-            if key == "allOf":
-                effect = BOTH
-            elif key == "anyOf":
-                old_set = [self._project(self.old, b) for b in ol]
-                new_set = [self._project(self.new, b) for b in nl]
-                gained = any(b not in old_set for b in new_set)
-                lost = any(b not in new_set for b in old_set)
-                effect = BOTH if gained == lost else LOOSENED if gained else TIGHTENED
-            else:  # oneOf: a new branch can make a value valid twice, so any change may reject it
-                effect = BOTH
-            add("schema-composition-changed", effect, f"{key} has {len(ol)} -> {len(nl)} branches")
+            effect = self._branch_count_effect(key, ol, nl)
+            found.add("schema-composition-changed", effect, f"{key} has {len(ol)} -> {len(nl)} branches")
+
+    def _branch_count_effect(self, key: str, ol: list[Any], nl: list[Any]) -> str:
+        if key == "anyOf":
+            old_set = [self._project(self.old, b) for b in ol]
+            new_set = [self._project(self.new, b) for b in nl]
+            gained = any(b not in old_set for b in new_set)
+            lost = any(b not in new_set for b in old_set)
+            return BOTH if gained == lost else LOOSENED if gained else TIGHTENED
+        # allOf; oneOf: a new branch can make a value valid twice, so any change may reject it
+        return BOTH
+
+    def _compare_not(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
+        """`not`, compared in the other direction: what it rejects is what the schema accepts."""
         if "not" in o or "not" in n:
             if "not" in o and "not" in n:
-                nested(o["not"], n["not"], _FLIP[d], ("not",))
+                found.nested(o["not"], n["not"], _FLIP[found.direction], ("not",))
             else:
                 effect = TIGHTENED if "not" in n else LOOSENED
-                add(_constraint_kind(effect), effect, "not " + ("added" if "not" in n else "removed"))
-        # everything else that constrains: compared whole, breaking when it differs
-        for key in sorted((set(o) | set(n)) - handled):
+                found.add(_constraint_kind(effect), effect, "not " + ("added" if "not" in n else "removed"))
+
+    def _compare_other_keywords(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
+        """Everything else that constrains: compared whole, breaking when it differs."""
+        for key in sorted((set(o) | set(n)) - _SCHEMA_KEYWORDS):
             if key in ANNOTATIONS or key.startswith("x-"):
                 continue
             if not self._same(o.get(key), n.get(key)):
-                add("schema-keyword-changed", BOTH, f"{key} changed")
-        return _capped(out), low
+                found.add("schema-keyword-changed", BOTH, f"{key} changed")
+
+
+class _Found:
+    """The changes one schema comparison finds so far, and the lowest position on the comparison stack that
+    a nested comparison assumed equal (see _SchemaDiffer._schema)."""
+
+    def __init__(self, differ: _SchemaDiffer, direction: str) -> None:
+        self.differ = differ
+        self.direction = direction
+        self.out: list[_Rec] = []
+        self.low = _NEVER
+
+    def add(self, kind: str, effect: str, detail: str, path: tuple[str, ...] = ()) -> None:
+        self.out.append(_Rec(path, kind, _breaks(effect, self.direction), detail))
+
+    def nested(self, old: Any, new: Any, direction: str, prefix: tuple[str, ...]) -> None:
+        records, child_low = self.differ._schema(old, new, direction)
+        self.low = min(self.low, child_low)
+        for _ in records:
+            self.differ.budget.step()
+        self.out.extend(_Rec(prefix + r.path, r.kind, r.breaking, r.detail) for r in records)
+
+
+def _size_change(key: str, is_min: bool, floor: int, ov: Any, nv: Any) -> tuple[str, str, str] | None:
+    """The change of one size keyword as (kind, effect, detail), None when it accepts the same values."""
+    if ov == nv:
+        return None
+    if (ov is not None and not _is_number(ov)) or (nv is not None and not _is_number(nv)):
+        return "schema-keyword-changed", BOTH, f"{key} {_render(ov)} -> {_render(nv)}"
+    old_v = floor if ov is None and is_min else (math.inf if ov is None else ov)
+    new_v = floor if nv is None and is_min else (math.inf if nv is None else nv)
+    if old_v == new_v:
+        return None
+    tighter = new_v > old_v if is_min else new_v < old_v
+    effect = TIGHTENED if tighter else LOOSENED
+    return f"schema-constraint-{effect}", effect, f"{key} {_render(ov)} -> {_render(nv)}"
+
+
+def _multiple_of_effect(om: Any, nm: Any) -> str:
+    """A multiple of the old factor accepts fewer values, a divisor of it more; anything else both."""
+    if om is None:
+        return TIGHTENED
+    if nm is None:
+        return LOOSENED
+    if _is_number(om) and _is_number(nm) and om and nm and (nm / om).is_integer():
+        return TIGHTENED
+    if _is_number(om) and _is_number(nm) and om and nm and (om / nm).is_integer():
+        return LOOSENED
+    return BOTH
 
 
 _SCHEMA_KEYWORDS = frozenset({
