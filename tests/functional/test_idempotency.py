@@ -5,10 +5,10 @@ second side effect; only successes are kept; keys are scoped per route path (per
 from typing import Any
 
 import pytest
-from api_support import A1, JUNIT_PASS, NEW, OTHER_REV, C, Ready, audit_length, project_length, snapshot
 
 from sentinel_domain.errors import StoreUnavailable
-from world import REV
+from support.api import A1, JUNIT_PASS, NEW, OTHER_REV, C, Ready, audit_length, project_length, snapshot
+from support.world import REV
 
 A2 = {"action_id": "A2", "type": "notify", "params": {"channel": "release-room"}}
 

@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import pytest
-from api_support import A1, JUNIT_PASS, NEW, OTHER_REV, C, P, Ready, audit_length, project_length, snapshot
 
 from sentinel_domain.canonical import digest
 from sentinel_domain.errors import StoreUnavailable
@@ -16,7 +15,8 @@ from sentinel_domain.ports import IdempotencyRecord, StreamRef
 from sentinel_gateway.events import http_event, response_parts, with_authorizer
 from sentinel_gateway.gateway import LambdaContext
 from sentinel_service.http.routes import route_for
-from world import CONFIG, REV, UNIT_POLICY, actor
+from support.api import A1, JUNIT_PASS, NEW, OTHER_REV, C, P, Ready, audit_length, project_length, snapshot
+from support.world import CONFIG, REV, UNIT_POLICY, actor
 
 NO_DIGEST = "0" * 64
 SMALL = 256 * 1024
