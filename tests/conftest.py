@@ -1,18 +1,11 @@
-"""Fixtures every layer shares."""
+"""Fixtures more than one layer shares: the one build, and the run's shared folder it lives in, that the
+infrastructure and end-to-end acceptance tests reuse."""
 
 from pathlib import Path
 
 import pytest
 
 from sentinel_infra.packaging import exclusive
-from world import World
-
-pytest_plugins = ["moto_fixtures"]
-
-
-@pytest.fixture
-def world() -> World:
-    return World()
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from sentinel_gateway.gateway import LocalGateway
-from world import ADMIN, AUDITOR, CI, OUTSIDER, REQUESTER, REVIEWER, REVIEWER_2, UNTRUSTED_CI, World
+from support.world import ADMIN, AUDITOR, CI, OUTSIDER, REQUESTER, REVIEWER, REVIEWER_2, UNTRUSTED_CI, World
 
 ACTORS = {"admin": ADMIN, "requester": REQUESTER, "reviewer": REVIEWER, "reviewer2": REVIEWER_2, "ci": CI,
           "untrusted-ci": UNTRUSTED_CI, "auditor": AUDITOR, "outsider": OUTSIDER}

@@ -9,7 +9,7 @@ from sentinel_service.http.endpoints import ENDPOINTS, SERVICES
 from sentinel_service.http.openapi_document import openapi
 from sentinel_service.http.request import Call
 from sentinel_service.http.resolver import build_resolver
-from world import World
+from support.world import World
 
 
 def test_a_resolver_serves_the_services_and_caller_its_dependency_overrides_name() -> None:

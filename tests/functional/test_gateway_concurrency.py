@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 from sentinel_gateway.gateway import LocalGateway
-from world import World
+from support.world import World
 
 
 def authorizer(event: dict[str, Any], _context: Any) -> dict[str, Any]:

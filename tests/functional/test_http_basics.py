@@ -1,6 +1,6 @@
 """The gateway's own answers and the problem documents of the handlers."""
 
-from world import BASE, REV
+from support.world import BASE, REV
 
 C = "/v1/projects/demo/candidates"
 NEW = {"subject": "payments", "base_revision": BASE, "revision": REV, "environment": "staging",

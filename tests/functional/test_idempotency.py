@@ -2,70 +2,30 @@
 original status and body with `Idempotent-Replay: true` and appends nothing; an execution replay causes no
 second side effect; only successes are kept; keys are scoped per route path (per action for executions)."""
 
+from functools import partial
 from typing import Any
 
 import pytest
-from api_support import A1, JUNIT_PASS, NEW, OTHER_REV, C, Ready, audit_length, project_length, snapshot
 
 from sentinel_domain.errors import StoreUnavailable
-from world import REV
+from support import api as shared
+from support.api import A1, NEW, OTHER_REV, C, audit_length, evidence, project_length, snapshot
+from support.world import REV
 
 A2 = {"action_id": "A2", "type": "notify", "params": {"channel": "release-room"}}
 
 
 # ---- helpers ------------------------------------------------------------------------------------------
+# The shared set-up requests (support/api.py), as this file uses them: every set-up write must be a first write
+# (no Idempotent-Replay), and every plan carries a second task, T2.
 
-def ok(api, method: str, path: str, expected: int = 201, **kw: Any) -> dict[str, Any]:
-    status, headers, body = api.call(method, path, **kw)
-    assert status == expected, body
-    assert "idempotent-replay" not in headers, headers
-    return body
-
-
-def plan_body(obligation: str, actions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {"tasks": [
-        {"task_id": "T1", "title": "Unit tests for payments", "checks": [
-            {"check_id": "C1", "policy_ref": "unit-tests", "command": "pytest -q payments-api",
-             "expected_exit_code": 0, "covers": [obligation]}]},
-        {"task_id": "T2", "title": "Contract tests", "checks": [
-            {"check_id": "C2", "policy_ref": "unit-tests", "command": "pytest -q payments-api/contract",
-             "expected_exit_code": 0}]}],
-        "actions": [A1] if actions is None else actions}
-
-
-def evidence(**over: Any) -> dict[str, Any]:
-    body = {"check_id": "C1", "subject": "payments", "revision": REV, "environment": "staging",
-            "scope": ["payments-api"], "observed_at": "2026-11-29T11:59:00Z",
-            "source": {"system": "ci", "run_id": "1", "url": ""}, "junit_xml": JUNIT_PASS}
-    body.update(over)
-    return body
-
-
-def create(api, **over: Any) -> dict[str, Any]:
-    return ok(api, "POST", C, body=dict(NEW, **over))
-
-
-def ready_candidate(api, *, approve: bool = True, actions: list[dict[str, Any]] | None = None,
-                    **over: Any) -> Ready:
-    """Given a candidate attested by the trusted CI, a stored plan and (by default) a human approval."""
-    created = create(api, **over)
-    cid = created["candidate_id"]
-    ok(api, "POST", f"{C}/{cid}/change-context", as_="ci", body={"change": NEW["change"]})
-    obligation = created["obligations"][0]["obligation_id"]
-    stored = ok(api, "PUT", f"{C}/{cid}/plan", body=plan_body(obligation, actions))
-    ready = Ready(cid, stored["plan_digest"], obligation)
-    if approve:
-        ok(api, "POST", f"{C}/{cid}/reviews", as_="reviewer",
-           body={"decision": "approve", "plan_digest": ready.digest, "revision": over.get("revision", REV)})
-    return ready
-
-
-def passed_task(api, r: Ready) -> None:
-    ev = ok(api, "POST", r.path + "/evidence", as_="ci", body=evidence())
-    rep = ok(api, "POST", r.path + "/tasks/T1/reports", body={
-        "plan_digest": r.digest, "status": "completed",
-        "checks": [{"check_id": "C1", "evidence_id": ev["evidence_id"]}]})
-    assert rep["passes"] is True, rep
+T2 = {"task_id": "T2", "title": "Contract tests", "checks": [
+    {"check_id": "C2", "policy_ref": "unit-tests", "command": "pytest -q payments-api/contract",
+     "expected_exit_code": 0}]}
+ok = partial(shared.ok, fresh=True)
+create = partial(shared.create, fresh=True)
+ready_candidate = partial(shared.ready_candidate, fresh=True, extra_tasks=(T2,))
+passed_task = partial(shared.passed_task, fresh=True)
 
 
 def key(value: str) -> dict[str, str]:

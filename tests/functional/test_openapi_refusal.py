@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from world import BASE, REV
+from support.world import BASE, REV
 
 P = "/v1/projects/demo"
 C = P + "/candidates"

@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import pytest
-from api_support import A1, JUNIT_PASS, NEW, OTHER_REV, C, P, Ready, audit_length, project_length, snapshot
 
 from sentinel_domain.canonical import digest
 from sentinel_domain.errors import StoreUnavailable
@@ -16,7 +15,24 @@ from sentinel_domain.ports import IdempotencyRecord, StreamRef
 from sentinel_gateway.events import http_event, response_parts, with_authorizer
 from sentinel_gateway.gateway import LambdaContext
 from sentinel_service.http.routes import route_for
-from world import CONFIG, REV, UNIT_POLICY, actor
+from support.api import (
+    A1,
+    NEW,
+    OTHER_REV,
+    C,
+    P,
+    Ready,
+    audit_length,
+    create,
+    evidence,
+    ok,
+    passed_task,
+    plan_body,
+    project_length,
+    ready_candidate,
+    snapshot,
+)
+from support.world import CONFIG, REV, UNIT_POLICY, actor
 
 NO_DIGEST = "0" * 64
 SMALL = 256 * 1024
@@ -50,62 +66,11 @@ def refused(api, expected_status: int, code: str, method: str, path: str, *, cid
     return headers, body
 
 
-def ok(api, method: str, path: str, expected: int = 201, **kw: Any) -> dict[str, Any]:
-    status, _h, body = api.call(method, path, **kw)
-    assert status == expected, body
-    return body
-
-
-def plan_body(obligation: str, actions: list[dict[str, Any]] | None = None,
-              extra_tasks: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
-    return {"tasks": [{"task_id": "T1", "title": "Unit tests for payments", "checks": [
-        {"check_id": "C1", "policy_ref": "unit-tests", "command": "pytest -q payments-api",
-         "expected_exit_code": 0, "covers": [obligation]}]}, *extra_tasks],
-        "actions": [A1] if actions is None else actions}
-
-
-def evidence(**over: Any) -> dict[str, Any]:
-    body = {"check_id": "C1", "subject": "payments", "revision": REV, "environment": "staging",
-            "scope": ["payments-api"], "observed_at": "2026-11-29T11:59:00Z",
-            "source": {"system": "ci", "run_id": "1", "url": ""}, "junit_xml": JUNIT_PASS}
-    body.update(over)
-    return body
-
-
-def create(api, as_: str = "requester", **over: Any) -> dict[str, Any]:
-    return ok(api, "POST", C, as_=as_, body=dict(NEW, **over))
-
-
-def ready_candidate(api, *, approve: bool = True, actions: list[dict[str, Any]] | None = None,
-                    extra_tasks: tuple[dict[str, Any], ...] = (), creator: str = "requester",
-                    author: str = "requester", **over: Any) -> Ready:
-    """Given a candidate (attested by the trusted CI), a stored plan, and (by default) a human approval."""
-    created = create(api, as_=creator, **over)
-    cid = created["candidate_id"]
-    ok(api, "POST", f"{C}/{cid}/change-context", as_="ci", body={"change": NEW["change"]})
-    obligation = created["obligations"][0]["obligation_id"]
-    stored = ok(api, "PUT", f"{C}/{cid}/plan", as_=author, body=plan_body(obligation, actions, extra_tasks))
-    ready = Ready(cid, stored["plan_digest"], obligation)
-    if approve:
-        ok(api, "POST", f"{C}/{cid}/reviews", as_="reviewer",
-           body={"decision": "approve", "plan_digest": ready.digest, "revision": over.get("revision", REV)})
-    return ready
-
-
 def execute(api, ready: Ready, key: str | None, action: str = "A1", params: Any = None, as_: str = "requester",
             plan_digest: str | None = None):
     headers = {"idempotency-key": key} if key is not None else {}
     body = {"plan_digest": plan_digest or ready.digest, "params": A1["params"] if params is None else params}
     return api.call("POST", f"{ready.path}/actions/{action}/executions", as_=as_, body=body, headers=headers)
-
-
-def passed_task(api, ready: Ready) -> None:
-    """Given trusted passing evidence for C1 and T1 reported completed (it passes)."""
-    ev = ok(api, "POST", f"{ready.path}/evidence", as_="ci", body=evidence())
-    rep = ok(api, "POST", f"{ready.path}/tasks/T1/reports", body={
-        "plan_digest": ready.digest, "status": "completed",
-        "checks": [{"check_id": "C1", "evidence_id": ev["evidence_id"]}]})
-    assert rep["passes"] is True, rep
 
 
 @pytest.fixture

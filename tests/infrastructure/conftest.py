@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from infra_support import CONTEXT, STACK, Synthesized, WithheldAcknowledgements, nag_findings
 
 from sentinel_infra.packaging import exclusive
 from sentinel_service.names import stack_name
+from support.infra import CONTEXT, STACK, Synthesized, WithheldAcknowledgements, nag_findings
 
 
 @pytest.fixture(scope="session")

@@ -7,9 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infra_support import EVERY_FUNCTION, REPO, STACK, Synthesized
-
 from sentinel_service import names
+from support.infra import EVERY_FUNCTION, REPO, STACK, Synthesized
 
 CFN_LINT = Path(sys.executable).with_name("cfn-lint")
 

@@ -3,9 +3,9 @@
 import json
 
 import pytest
-from infra_support import REPO
 
 from sentinel_infra.config import MAX_AUTHORIZER_CACHE_SECONDS, ConfigError, DeploymentConfig
+from support.infra import REPO
 
 
 def test_cdk_json_states_every_default_the_code_uses() -> None:

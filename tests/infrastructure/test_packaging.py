@@ -9,10 +9,10 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from infra_support import REPO
 
 from sentinel_infra import packaging, runtime
 from sentinel_service.http.routes import FUNCTIONS
+from support.infra import REPO
 
 
 def test_building_twice_gives_identical_bytes_and_digests(built: Path, tmp_path: Path) -> None:

@@ -5,12 +5,11 @@ else reachable from outside."""
 import json
 from typing import Any
 
-from infra_support import Synthesized, as_list, functions_by_name, ref_name
-
 from sentinel_infra.config import DeploymentConfig
 from sentinel_infra.constructs.api import throttle_class
 from sentinel_service import names
 from sentinel_service.http.routes import ROUTES
+from support.infra import Synthesized, as_list, functions_by_name, ref_name
 
 PUBLIC = {"GET /v1/health", "GET /v1/openapi.json"}
 

@@ -6,13 +6,13 @@ import json
 from typing import Any
 
 import pytest
-from infra_support import EVERY_FUNCTION, MODEL_ID, STACK, Synthesized, functions_by_name, ref_name
 
 from sentinel_infra import runtime
 from sentinel_infra.config import DeploymentConfig
 from sentinel_infra.constructs.service_function import API_GATEWAY_LIMIT_SECONDS, timeout_seconds
 from sentinel_service import names
 from sentinel_service.settings import Settings
+from support.infra import EVERY_FUNCTION, MODEL_ID, STACK, Synthesized, functions_by_name, ref_name
 
 
 def digests(synth: Synthesized) -> dict[str, Any]:

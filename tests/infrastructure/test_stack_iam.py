@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from infra_support import EVERY_FUNCTION, REPO, Synthesized, as_list, functions_by_name, ref_name, statements
 
 from sentinel_infra.stack import PRINCIPAL_READER_ACTIONS, STATE_PROBE_ACTIONS, STATE_WRITER_ACTIONS
 from sentinel_service import names
+from support.infra import EVERY_FUNCTION, REPO, Synthesized, as_list, functions_by_name, ref_name, statements
 
 # The DynamoDB calls the local runner's relay makes; on AWS the relay is the stream and the pipes.
 RELAY_ONLY = {"_scan", "pending_outbox", "mark_relayed", "chain_heads"}

@@ -5,12 +5,12 @@ import json
 from typing import Any
 
 import pytest
-from infra_support import ALARM_EMAIL, EVERY_FUNCTION, Synthesized, as_list, functions_by_name, ref_name
 
 from sentinel_infra.config import DeploymentConfig
 from sentinel_infra.constructs.service_function import timeout_seconds
 from sentinel_service import names
 from sentinel_service.adapters import decision_metrics
+from support.infra import ALARM_EMAIL, EVERY_FUNCTION, Synthesized, as_list, functions_by_name, ref_name
 
 
 def alarms(synth: Synthesized) -> dict[str, dict[str, Any]]:

@@ -5,10 +5,10 @@ import json
 from typing import Any
 
 import pytest
-from infra_support import Synthesized, as_list, ref_name, statements
 
 from sentinel_service import names
 from sentinel_service.adapters.tables import principals_table_definition, state_table_definition
+from support.infra import Synthesized, as_list, ref_name, statements
 
 
 def tables(synth: Synthesized) -> dict[str, dict[str, Any]]:

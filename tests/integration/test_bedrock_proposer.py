@@ -33,7 +33,7 @@ from sentinel_service.adapters.proposers import (
 )
 from sentinel_service.http import endpoints
 from sentinel_service.settings import Settings
-from world import CI, PROJECT, REQUESTER, World
+from support.world import CI, PROJECT, REQUESTER, World
 
 FILES = ("services/payments/api.py", "docs/guide.md")
 MODEL_ID = "anthropic.claude-test-v1:0"

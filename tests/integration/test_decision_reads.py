@@ -9,7 +9,7 @@ from moto import mock_aws
 from sentinel_domain.models import ChangeContextRequest
 from sentinel_service.adapters.dynamodb_store import DynamoStateStore
 from sentinel_service.adapters.tables import ensure_tables
-from world import CI, PROJECT, REQUESTER, World
+from support.world import CI, PROJECT, REQUESTER, World
 
 
 class RecordingClient:

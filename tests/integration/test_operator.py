@@ -4,7 +4,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from faults.moto_world import moto_dynamodb
 
 from sentinel_domain.ports import StreamRef
 from sentinel_service.adapters.principals import PrincipalRefused
@@ -12,7 +11,8 @@ from sentinel_service.adapters.tables import ensure_tables
 from sentinel_service.compose import compose
 from sentinel_service.operator import Operator
 from sentinel_service.settings import Settings
-from world import CONFIG, LINT_POLICY, UNIT_POLICY
+from support.moto_world import moto_dynamodb
+from support.world import CONFIG, LINT_POLICY, UNIT_POLICY
 
 KEY = bytes(range(32))
 

@@ -13,7 +13,7 @@ from sentinel_domain.audit import AuditChain, Verification
 from sentinel_domain.canonical import canonical_text, digest
 from sentinel_domain.models import ChangeContextRequest, EvidenceRequest, ReportRequest, ReviewRequest
 from sentinel_domain.ports import StreamRef
-from world import CI, PROJECT, REQUESTER, REV, REVIEWER, World
+from support.world import CI, PROJECT, REQUESTER, REV, REVIEWER, World
 
 JUNIT_PASS = '<testsuite name="s"><testcase classname="a" name="t1"/></testsuite>'
 

@@ -19,7 +19,7 @@ from sentinel_domain.models import (
 )
 from sentinel_domain.ports import Stream, StreamRef
 from sentinel_domain.usecases import Gate
-from world import (
+from support.world import (
     ADMIN,
     CI,
     CONFIG,

@@ -20,7 +20,7 @@ from sentinel_domain.models import (
     DerivationRule,
     ProjectConfig,
 )
-from world import BASE, PROJECT, REQUESTER, REV, World
+from support.world import BASE, PROJECT, REQUESTER, REV, World
 
 OK = {"200": {"description": "ok"}}
 PET = {"type": "object", "properties": {"name": {"type": "string"}}}

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from sentinel_domain.evidence import EvidenceRefused, judge
 from sentinel_domain.models import EvidenceRequest, Policy
-from world import ADMIN, CI, LINT_POLICY, PROJECT, REQUESTER, REV, START, World
+from support.world import ADMIN, CI, LINT_POLICY, PROJECT, REQUESTER, REV, START, World
 
 SHA = "a" * 64
 OTHER_SHA = "b" * 64

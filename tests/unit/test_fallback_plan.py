@@ -2,7 +2,7 @@
 
 from sentinel_domain.models import CandidateRequest, Policy, ProjectConfig
 from sentinel_domain.plans import conforms
-from world import ADMIN, BASE, CONFIG, PROJECT, REQUESTER, REV, UNIT_POLICY, World
+from support.world import ADMIN, BASE, CONFIG, PROJECT, REQUESTER, REV, UNIT_POLICY, World
 
 BEFORE = {"openapi": "3.0.3", "info": {"title": "p", "version": "1"},
           "paths": {"/pets/{id}": {"get": {"responses": {"200": {"description": "ok"}}}}}}

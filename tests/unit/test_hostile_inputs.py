@@ -21,7 +21,7 @@ from sentinel_domain.errors import Refusal
 from sentinel_domain.evidence import EvidenceRefused, judge
 from sentinel_domain.models import Change, EvidenceRequest, Policy, ProjectConfig
 from sentinel_domain.usecases import Gate
-from world import BASE, CI, PROJECT, REV, UNIT_POLICY, World
+from support.world import BASE, CI, PROJECT, REV, UNIT_POLICY, World
 
 SECONDS = 2.0
 PEAK_BYTES = 40 * 1024 * 1024

@@ -11,7 +11,7 @@ import rfc8785
 
 from sentinel_domain.errors import Refusal
 from sentinel_domain.ports import StreamRef
-from world import LINT_POLICY, PROJECT, REQUESTER, REV, UNIT_POLICY, World
+from support.world import LINT_POLICY, PROJECT, REQUESTER, REV, UNIT_POLICY, World
 
 PREFLIGHT_CODES = {"PLAN_SCHEMA_INVALID", "PLAN_DUPLICATE_ID", "PLAN_UNKNOWN_POLICY", "PLAN_UNKNOWN_DEPENDENCY",
                    "PLAN_DEPENDENCY_CYCLE", "PLAN_UNKNOWN_OBLIGATION", "PLAN_OBLIGATION_UNCOVERED",

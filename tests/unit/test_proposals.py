@@ -7,7 +7,6 @@ deterministic fallback with a stable reason, and never changes evidence, reviews
 import copy
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -26,9 +25,10 @@ from sentinel_domain.proposals import (
     model_prompt,
     plan_tool_schema,
 )
-from world import CI, PROJECT, REQUESTER, REV, REVIEWER, World
+from support.paths import REPO
+from support.world import CI, PROJECT, REQUESTER, REV, REVIEWER, World
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "proposals.md"
+DOCS = REPO / "docs" / "proposals.md"
 FILES = ("services/payments/api.py", "docs/guide.md")
 ADAPTER_CODES = sorted(set(FALLBACK_REASONS) - {"MODEL_ERROR", "MODEL_OUTPUT_OUT_OF_SCOPE",
                                                  "MODEL_OUTPUT_INVALID"})

@@ -8,7 +8,7 @@ from sentinel_domain.models import (
     ReviewRequest,
 )
 from sentinel_domain.ports import StreamRef
-from world import CI, PROJECT, REQUESTER, REV, REVIEWER, World
+from support.world import CI, PROJECT, REQUESTER, REV, REVIEWER, World
 
 JUNIT_PASS = ('<testsuite name="s"><testcase classname="a" name="t1"/><testcase classname="a" name="t2"/>'
               '</testsuite>')
@@ -74,7 +74,7 @@ def test_ready_flow_reaches_ready_with_a_verified_chain(world: World) -> None:
 def test_an_allow_list_change_between_check_and_write_refuses_the_execution(world: World) -> None:
     # Given an approved plan that declares a dispatch_checks action
     from sentinel_domain.models import ProjectConfig
-    from world import ADMIN, CONFIG
+    from support.world import ADMIN, CONFIG
 
     gate = world.gate
     cid = world.candidate()["candidate_id"]

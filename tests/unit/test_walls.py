@@ -4,7 +4,9 @@ import ast
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from support.paths import REPO
+
+ROOT = REPO
 CORE = ROOT / "src" / "sentinel_domain"
 CORE_ALLOWED = {"pydantic", "rfc8785", "defusedxml", "yaml"}
 
