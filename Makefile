@@ -27,6 +27,7 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy src/sentinel_domain
 
 test: lint
 	$(BIN)/python -m pytest -n 2
