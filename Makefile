@@ -26,8 +26,8 @@ demo: setup
 
 lint: setup
 	$(BIN)/ruff check .
-	$(BIN)/mypy -p sentinel_service
 	$(BIN)/lint-imports
+	$(BIN)/mypy -p sentinel_domain -p sentinel_service
 
 test: lint
 	$(BIN)/python -m pytest -n 2

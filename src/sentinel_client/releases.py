@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from .shell_lexer import Word
@@ -69,8 +69,7 @@ class NoRepository:
 
 
 def _replace(release: Release, **changes: object) -> Release:
-    values = {**release.__dict__, **changes}
-    return Release(**values)  # type: ignore[arg-type]  # the caller names only Release fields; a typo fails at once
+    return replace(release, **changes)
 
 
 def _located(release: Release, directory: str | None) -> Release:

@@ -1,5 +1,6 @@
 """The hash-chained audit log (DOMAIN.md rules 24 and 25)."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +52,7 @@ class Verification:
                 "first_bad_seq": self.first_bad_seq, "reason": self.reason}
 
 
-def _failure(length: int, head_hash: str | None, seq: int):  # type: ignore[no-untyped-def]
+def _failure(length: int, head_hash: str | None, seq: int) -> Callable[[str], Verification]:
     return lambda reason: Verification(False, length, head_hash, seq, reason)
 
 

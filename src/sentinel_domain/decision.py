@@ -1,7 +1,8 @@
 """The deterministic decision (DOMAIN.md rules 1 to 10 and 22): `ready` only when nothing is unproven."""
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from .canonical import digest
 from .evidence import scope_covers
@@ -13,16 +14,36 @@ from .times import parse_time
 TRUST_FINDING = {"unverified": "EVIDENCE_UNVERIFIED", "untrusted": "EVIDENCE_UNTRUSTED"}
 
 
+class Finding(BaseModel):
+    """One reason a decision holds (or a report does not pass): a stable code and where it applies."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    code: str
+    obligation_id: str | None = None
+    check_id: str | None = None
+    task_id: str | None = None
+    detail: str
+    remediation_hint: str | None = None
+
+    def where(self, task_id: str) -> "Finding":
+        return self.model_copy(update={"task_id": task_id})
+
+
 def finding(code: str, detail: str, *, obligation_id: str | None = None, check_id: str | None = None,
-            task_id: str | None = None, remediation_hint: str | None = None) -> dict[str, Any]:
-    return {"code": code, "obligation_id": obligation_id, "check_id": check_id, "task_id": task_id,
-            "detail": detail, "remediation_hint": remediation_hint}
+            task_id: str | None = None, remediation_hint: str | None = None) -> Finding:
+    return Finding(code=code, obligation_id=obligation_id, check_id=check_id, task_id=task_id, detail=detail,
+                   remediation_hint=remediation_hint)
 
 
-def sort_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    unique = {digest(f): f for f in findings}
-    return sorted(unique.values(), key=lambda f: (f["code"], f["obligation_id"] or "", f["check_id"] or "",
-                                                  f["task_id"] or "", f["detail"]))
+def findings_digest(findings: list[Finding]) -> str:
+    return digest([f.model_dump() for f in findings])
+
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    unique = {digest(f.model_dump()): f for f in findings}
+    return sorted(unique.values(), key=lambda f: (f.code, f.obligation_id or "", f.check_id or "",
+                                                  f.task_id or "", f.detail))
 
 
 def _trust_at(evidence: dict[str, Any], project: ProjectState, as_of: str) -> str:
@@ -47,9 +68,9 @@ def _binding_problems(evidence: dict[str, Any], state: CandidateState, obligatio
 
 
 def check_findings(state: CandidateState, project: ProjectState, check: dict[str, Any], obligation_id: str,
-                   as_of: str) -> list[dict[str, Any]]:
+                   as_of: str) -> list[Finding]:
     """Rule 7 for one (check, obligation): [] when satisfied, else why not."""
-    where = {"obligation_id": obligation_id, "check_id": check["check_id"]}
+    where = {"obligation_id": obligation_id, "check_id": str(check["check_id"])}
     policy_entry = project.policy(check["policy_ref"], as_of)
     obligation = state.obligations.get(obligation_id)
     if policy_entry is None or obligation is None:
@@ -66,7 +87,7 @@ def check_findings(state: CandidateState, project: ProjectState, check: dict[str
     if not bound:
         return [finding("EVIDENCE_MISSING", f"no evidence for check {check['check_id']} under policy "
                         f"{check['policy_ref']} v{version}", remediation_hint=hint, **where)]
-    out = []
+    out: list[Finding] = []
     for e in bound:
         trust = _trust_at(e, project, as_of)
         if trust in TRUST_FINDING:
@@ -80,7 +101,7 @@ def check_findings(state: CandidateState, project: ProjectState, check: dict[str
 
 
 def _judge_newest(e: dict[str, Any], policy: Policy, as_of: str, where: dict[str, str], hint: str | None
-                  ) -> list[dict[str, Any]]:
+                  ) -> list[Finding]:
     label = f"evidence {e['evidence_id']}"
     if e["outcome"] == "fail":
         return [finding("EVIDENCE_NEGATIVE", f"{label} failed: {policy.fail_message or 'the check failed'}",
@@ -98,22 +119,31 @@ def _judge_newest(e: dict[str, Any], policy: Policy, as_of: str, where: dict[str
     return []
 
 
-@dataclass(frozen=True)
-class Decision:
-    decision: str
-    findings: list[dict[str, Any]]
+class Decision(BaseModel):
+    """`ready` only with no finding; the facts digest names exactly what was considered."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    decision: Literal["ready", "hold"]
+    findings: list[Finding]
     plan_digest: str | None
     revision: str
     as_of: str
     facts_digest: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"decision": self.decision, "findings": self.findings, "plan_digest": self.plan_digest,
-                "revision": self.revision, "as_of": self.as_of, "facts_digest": self.facts_digest}
+        """The decision as JSON values (what a decision.recorded fact stores)."""
+        return self.model_dump(mode="json")
+
+
+def hold(findings: list[Finding], as_of: str, facts_digest: str) -> Decision:
+    """A hold the gate could not judge from facts (nothing readable to bind it to a plan or revision)."""
+    return Decision(decision="hold", findings=sort_findings(findings), plan_digest=None, revision="", as_of=as_of,
+                    facts_digest=facts_digest)
 
 
 def decide(state: CandidateState, project: ProjectState, as_of: str,
-           extra_findings: list[dict[str, Any]] | None = None) -> Decision:
+           extra_findings: list[Finding] | None = None) -> Decision:
     """A pure function of the facts recorded at or before `as_of` (the caller folds them so)."""
     findings = list(extra_findings or [])
     config = project.config(as_of)
@@ -143,7 +173,7 @@ def decide(state: CandidateState, project: ProjectState, as_of: str,
                 for obligation_id in check["covers"]:
                     covered.add(obligation_id)
                     for f in check_findings(state, project, check, obligation_id, as_of):
-                        findings.append(dict(f, task_id=task["task_id"]))
+                        findings.append(f.where(task["task_id"]))
             reports = state.reports_for(digest_now, task["task_id"])
             if not reports:
                 findings.append(finding("TASK_NOT_REPORTED", "no report for this task under the current plan",
@@ -163,5 +193,5 @@ def decide(state: CandidateState, project: ProjectState, as_of: str,
     findings = sort_findings(findings)
     facts_digest = digest({"as_of": as_of, "candidate": state.considered,
                            "project": [f["_digest"] for f in project.visible(as_of)]})
-    return Decision("ready" if not findings else "hold", findings, state.plan_digest,
-                    str(state.candidate["revision"]), as_of, facts_digest)
+    return Decision(decision="ready" if not findings else "hold", findings=findings, plan_digest=state.plan_digest,
+                    revision=str(state.candidate["revision"]), as_of=as_of, facts_digest=facts_digest)

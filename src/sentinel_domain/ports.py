@@ -41,8 +41,7 @@ class IdempotencyRecord:
     caller: str
     request_hash: str
     status: str = "in_progress"  # or "completed"
-    response_status: int = 0
-    response_body: dict[str, Any] | None = None
+    response_body: dict[str, Any] | None = None  # the completed request's outcome, as JSON: what a replay answers
     claimed_at: str = ""  # when this caller claimed the key; an older in-progress lease may be taken over
     lease_until: str = ""
 

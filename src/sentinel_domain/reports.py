@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from .decision import check_findings, sort_findings
+from .decision import Finding, check_findings, finding, sort_findings
 from .errors import Refusal
 from .models import Actor, ReportRequest
 from .state import CandidateState, ProjectState
@@ -35,7 +35,7 @@ class ReportWriter:
         if request.status == "blocked" and not (request.blocked_reason or "").strip():
             raise Refusal("VALIDATION_FAILED", "a blocked report needs a blocked_reason")
 
-        findings: list[dict[str, Any]] = []
+        findings: list[Finding] = []
         if request.status == "completed":
             findings = ReportWriter._unproven(state, project, task, request, now)
         recorded = {"completed": "completed" if not findings else "failed", "failed": "failed",
@@ -50,7 +50,7 @@ class ReportWriter:
             "recorded_status": recorded,
             "passes": recorded == "completed",
             "checks": [c.model_dump(mode="json") for c in request.checks],
-            "findings": findings,
+            "findings": [f.model_dump() for f in findings],
             "summary": request.summary,
             "blocked_reason": request.blocked_reason,
             "reporter": actor.fact(),
@@ -59,21 +59,20 @@ class ReportWriter:
 
     @staticmethod
     def _unproven(state: CandidateState, project: ProjectState, task: dict[str, Any], request: ReportRequest,
-                  now: str) -> list[dict[str, Any]]:
+                  now: str) -> list[Finding]:
         """Every required check of the task must be satisfied by evidence of this candidate; every claim
         must name evidence of this candidate for that check."""
-        findings = []
+        findings: list[Finding] = []
         evidence_by_id = {e["evidence_id"]: e for e in state.evidence}
         check_ids = {c["check_id"] for c in task["checks"]}
         for claim in request.checks:
             evidence = evidence_by_id.get(claim.evidence_id)
             if claim.check_id not in check_ids or evidence is None or evidence["check_id"] != claim.check_id:
-                findings.append({"code": "EVIDENCE_MISSING", "obligation_id": None, "check_id": claim.check_id,
-                                 "task_id": task["task_id"], "remediation_hint": None,
-                                 "detail": f"claimed evidence {claim.evidence_id} is not evidence of this "
-                                           f"candidate for check {claim.check_id}"})
+                findings.append(finding("EVIDENCE_MISSING", f"claimed evidence {claim.evidence_id} is not evidence "
+                                        f"of this candidate for check {claim.check_id}", check_id=claim.check_id,
+                                        task_id=task["task_id"]))
         for check in task["checks"]:
             for obligation_id in check["covers"]:
                 for f in check_findings(state, project, check, obligation_id, now):
-                    findings.append(dict(f, task_id=task["task_id"]))
+                    findings.append(f.where(task["task_id"]))
         return sort_findings(findings)

@@ -34,7 +34,9 @@ class ProjectState:
     project: str
     facts: list[dict[str, Any]]
     # Memos for one request's reads: a decision asks the same questions once per (check, obligation).
-    _memo: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False, compare=False)
+    _policy_memo: dict[tuple[str, str | None, int | None], tuple[int, Policy] | None] = field(
+        default_factory=dict, repr=False, compare=False)
+    _revoked_memo: dict[str | None, dict[str, str]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_facts(cls, project: str, facts: dict[int, str]) -> "ProjectState":
@@ -60,10 +62,10 @@ class ProjectState:
 
     def policy(self, policy_id: str, as_of: str | None = None, version: int | None = None
                ) -> tuple[int, Policy] | None:
-        key = ("policy", policy_id, as_of, version)
-        if key not in self._memo:
-            self._memo[key] = self._policy(policy_id, as_of, version)
-        return self._memo[key]  # type: ignore[no-any-return]
+        key = (policy_id, as_of, version)
+        if key not in self._policy_memo:
+            self._policy_memo[key] = self._policy(policy_id, as_of, version)
+        return self._policy_memo[key]
 
     def _policy(self, policy_id: str, as_of: str | None, version: int | None) -> tuple[int, Policy] | None:
         versions = self.policy_versions(policy_id, as_of)
@@ -82,14 +84,13 @@ class ProjectState:
         return out
 
     def compromised_since(self, principal_id: str, as_of: str | None = None) -> str | None:
-        key = ("compromised", as_of)
-        if key not in self._memo:
+        if as_of not in self._revoked_memo:
             revoked: dict[str, str] = {}
             for f in self.visible(as_of):
                 if f["type"] == "principal.revoked" and f.get("compromised"):
                     revoked.setdefault(f["principal_id"], str(f["recorded_at"]))
-            self._memo[key] = revoked
-        return self._memo[key].get(principal_id)  # type: ignore[no-any-return]
+            self._revoked_memo[as_of] = revoked
+        return self._revoked_memo[as_of].get(principal_id)
 
 
 @dataclass

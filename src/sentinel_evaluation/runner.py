@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sentinel_domain.canonical import digest
-from sentinel_domain.errors import REFUSAL_STATUS
 from sentinel_domain.models import Actor
 from sentinel_domain.ports import StreamRef
 from sentinel_domain.times import format_time, parse_time
+from sentinel_service.http.problems import REFUSAL_STATUS
 from sentinel_service.http.routes import route_for
 
 from .catalog import OUT_OF_BAND, Scenario
@@ -467,7 +467,7 @@ class Run:
                 amended["tasks"][0]["title"] += " (amended concurrently)"
                 author = world.directory["requester"]
                 stored = world.gate.put_plan(PROJECT, self.requests.cid, author, amended, f'"{plan.digest}"')
-                shadow.plans.append(ShadowPlan(stored.body["plan_digest"], stored.body["plan"], author, "submitted"))
+                shadow.plans.append(ShadowPlan(stored.plan_digest, stored.plan, author, "submitted"))
             world.hooks.before_append["action.executed"] = amend
         else:
             seconds = int(step.get("seconds", 1))

@@ -43,8 +43,7 @@ class Operator:
 
     def create_project(self, project: str) -> int:
         """A new project and its chain; the seq of its first event. An existing id is refused."""
-        result = self.gate.create_project(project)
-        return int(result.body["seq"])
+        return self.gate.create_project(project).seq
 
     def provision_project(self, project: str, policies: Mapping[str, Mapping[str, Any]],
                           config: Mapping[str, Any]) -> bool:

@@ -142,6 +142,25 @@ def test_decision_replay_returns_the_first_verdict(api) -> None:
     assert audit_length(api, r.cid) == chain
 
 
+def test_a_stored_plan_answers_its_digest_as_etag_and_a_replayed_proposal_only_the_replay_marker(api) -> None:
+    # Given a candidate with no plan yet
+    cid = create(api)["candidate_id"]
+    # When the service drafts a plan under an Idempotency-Key
+    status, headers, first = api.call("POST", f"{C}/{cid}/proposals", headers=key("p-1"))
+    # Then it answers 201 with the plan digest as its ETag, which the candidate answers too
+    assert (status, headers.get("etag")) == (201, f'"{first["plan_digest"]}"'), first
+    assert api.call("GET", f"{C}/{cid}")[1].get("etag") == f'"{first["plan_digest"]}"'
+    # When the proposal is replayed
+    status, headers, again = api.call("POST", f"{C}/{cid}/proposals", headers=key("p-1"))
+    # Then the first status and body come back with the replay marker and no other header of the first answer
+    assert (status, again, headers.get("idempotent-replay")) == (201, first, "true")
+    assert "etag" not in headers, headers
+    # And an amendment naming that ETag is stored and answers the new digest as its ETag
+    status, headers, amended = api.call("PUT", f"{C}/{cid}/plan", body=first["plan"],
+                                        headers={"if-match": f'"{first["plan_digest"]}"'})
+    assert (status, headers.get("etag")) == (201, f'"{amended["plan_digest"]}"'), amended
+
+
 # ---- only successes are kept --------------------------------------------------------------------------
 
 def test_refused_execution_key_can_be_used_once_the_refusal_is_gone(api) -> None:

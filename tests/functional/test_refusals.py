@@ -908,6 +908,7 @@ def test_decision_routes_hold_once_the_candidate_is_established(api, broken) -> 
     status, _h, body = api.call("POST", r.path + "/decisions")
     assert status == 200 and body["decision"] == "hold", body
     assert "STATE_UNAVAILABLE" in {f["code"] for f in body["findings"]}
+    assert body["recorded"] is False and "seq" not in body, body
     api.world.gate.store = api.world.store
     assert snapshot(api.world) == before
 

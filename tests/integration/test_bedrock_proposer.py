@@ -79,7 +79,7 @@ def valid_plan(created: dict[str, Any]) -> dict[str, Any]:
 
 
 def decision(world: World, cid: str) -> dict[str, Any]:
-    return world.gate.decision(PROJECT, cid, REQUESTER, None).body
+    return world.gate.decision(PROJECT, cid, REQUESTER, None).as_json()
 
 
 def without(body: dict[str, Any], *keys: str) -> dict[str, Any]:
@@ -98,7 +98,7 @@ def through_gate(build: Callable[[dict[str, Any]], Any]) -> tuple[World, str, di
     before_events = copy.deepcopy(world.store.streams[ref].events)
     before = decision(world, cid)
     world.gate.proposer = build(created)
-    body = world.gate.propose(PROJECT, cid, REQUESTER, None, None).body
+    body = world.gate.propose(PROJECT, cid, REQUESTER, None, None).as_json()
     after_events = world.store.streams[ref].events
     assert after_events[:len(before_events)] == before_events
     assert [e["type"] for e in after_events[len(before_events):]] == ["plan.stored"]
@@ -107,7 +107,7 @@ def through_gate(build: Callable[[dict[str, Any]], Any]) -> tuple[World, str, di
         before, "plan_digest", "facts_digest", "findings")
     assert after["decision"] == "hold"
     if body["mode"] == "fallback":
-        baseline = twin.gate.propose(PROJECT, cid, REQUESTER, None, None).body
+        baseline = twin.gate.propose(PROJECT, cid, REQUESTER, None, None).as_json()
         assert (body["plan"], body["plan_digest"]) == (baseline["plan"], baseline["plan_digest"])
         assert without(after, "facts_digest") == without(decision(twin, cid), "facts_digest")
     return world, cid, body
@@ -400,7 +400,7 @@ def completion(arguments: Any, name: str = PLAN_TOOL_NAME, finish: str = "tool_c
 
 
 def http_error(status: int) -> urllib.error.HTTPError:
-    return urllib.error.HTTPError("https://models.example/v1/chat/completions", status, "scripted", None, None)  # type: ignore[arg-type]
+    return urllib.error.HTTPError("https://models.example/v1/chat/completions", status, "scripted", None, None)  # type: ignore[arg-type]  # no headers, as a bare 4xx/5xx may come
 
 
 def openai(opener: FakeOpener, key: str | None = SECRET, url: str = "https://models.example/v1",
@@ -566,6 +566,6 @@ def test_health_names_the_provider_and_model_never_the_key_or_endpoint() -> None
     # When the health route answers
     response = endpoints.health(services)
     # Then it names the provider and the model id, and nothing of the key or where it is sent
-    body = json.loads(response.body)
+    body = response.body.model_dump(mode="json")
     assert response.status_code == 200 and body["model"] == {"provider": "openai", "model_id": "gpt-test"}
-    assert SECRET not in response.body and "models.example" not in response.body
+    assert SECRET not in json.dumps(body) and "models.example" not in json.dumps(body)

@@ -88,6 +88,6 @@ def test_principal_changes_append_to_the_chain_of_each_project_they_hold_a_role_
     gate = connect(endpoint).gate
     auditor = Actor(id="x", kind="human", roles=("auditor",))
     for project in ("shop", "blog"):
-        body = gate.audit(StreamRef(project), auditor, 500, None).body
+        body = gate.audit(StreamRef(project), auditor, 500, None).as_json()
         assert [e["type"] for e in body["events"]] == ["project.created", "principal.added", "principal.revoked"]
         assert body["verification"]["valid"] is True

@@ -57,7 +57,7 @@ def test_a_decision_reads_the_candidate_with_one_consistent_query_and_its_pages(
     world.gate.propose(PROJECT, cid, REQUESTER, None, None)
     client.calls.clear()
     # When the hook's decision is read
-    decision = world.gate.decision(PROJECT, cid, REQUESTER, None).body
+    decision = world.gate.decision(PROJECT, cid, REQUESTER, None).as_json()
     # Then the candidate's partition was read by one paged, strongly consistent Query and nothing else
     assert decision["decision"] == "hold"
     candidate_pk = f"P#{PROJECT}#C#{cid}"

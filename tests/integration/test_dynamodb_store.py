@@ -16,7 +16,12 @@ from sentinel_domain.audit import AuditChain, next_event
 from sentinel_domain.canonical import canonical_text
 from sentinel_domain.errors import Refusal, StoreConflict, StoreUnavailable
 from sentinel_domain.ports import Append, ClaimTaken, IdempotencyRecord, StreamRef
-from sentinel_service.adapters.dynamodb_store import FACT_CHUNK_BYTES, DynamoStateStore, partition
+from sentinel_service.adapters.dynamodb_store import (
+    FACT_CHUNK_BYTES,
+    DynamoStateStore,
+    idempotency_sk,
+    partition,
+)
 from sentinel_service.adapters.tables import ensure_tables
 
 STATE = "sentinel-state"
@@ -103,7 +108,7 @@ def record(caller: str = "alice", claimed_at: str = T0, lease_until: str = T1, r
 
 
 def completed(rec: IdempotencyRecord, body: dict[str, Any]) -> IdempotencyRecord:
-    rec.status, rec.response_status, rec.response_body = "completed", 201, body
+    rec.status, rec.response_body = "completed", body
     return rec
 
 
@@ -376,7 +381,11 @@ def test_completion_inside_the_append_keeps_the_response_for_replay(store: Dynam
     # Then the completed record is readable with its response, and the key cannot be claimed again
     got = store.idempotency_get(CAND, mine.scope, mine.key)
     assert got is not None and got.status == "completed"
-    assert (got.response_status, got.response_body, got.caller, got.request_hash) == (201, body, "alice", "req-hash")
+    assert (got.response_body, got.caller, got.request_hash) == (body, "alice", "req-hash")
+    # And the stored item keeps the shape earlier releases replay from (a 201 beside the body)
+    item = store.client.get_item(TableName=store.table_name, Key={
+        "pk": {"S": partition(CAND)}, "sk": {"S": idempotency_sk(mine.scope, mine.key)}})["Item"]
+    assert item["response_status"] == {"N": "201"} and "response_body" in item
     assert not store.idempotency_begin(record(caller="alice", claimed_at=T2, lease_until=T2))
     # And a release after completion keeps it
     store.idempotency_release(mine)

@@ -15,6 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
 
 from sentinel_domain.audit import AuditChain
+from sentinel_domain.decision import Decision
 from sentinel_domain.errors import Refusal
 from sentinel_domain.memory import FixedClock, MemoryStore, SequentialIds
 from sentinel_domain.models import (
@@ -25,16 +26,19 @@ from sentinel_domain.models import (
     ReportRequest,
     ReviewRequest,
 )
+from sentinel_domain.outcomes import ConfigVersionStored, PlanStored, PolicyVersionStored, Replayable
 from sentinel_domain.ports import Stream, StreamRef
 from sentinel_domain.times import format_time
 from sentinel_domain.usecases import LEASE_SECONDS, Gate
 from sentinel_service.adapters.dynamodb_store import DynamoStateStore
 from sentinel_service.adapters.tables import state_table_definition
+from sentinel_service.http.problems import refusal_headers, refusal_status
 from support.world import BASE, CI, PROJECT, REQUESTER, REV, REVIEWER, World
 
 FILES = ["services/payments/api.py", "docs/guide.md"]
 WRITES = frozenset({"transact_write_items", "put_item", "delete_item", "update_item"})
 READS = frozenset({"query", "get_item", "scan"})
+WRITTEN = (Replayable, PlanStored, ConfigVersionStored, PolicyVersionStored)  # the outcomes a route answers 201
 
 
 @contextlib.contextmanager
@@ -201,14 +205,17 @@ class Outcome:
 
 
 def outcome(run: Callable[[], Any]) -> Outcome:
+    """A use case's answer as the HTTP edge would give it: a refusal's status and headers from the problem
+    mapping; 201 for what was written (or replayed); 200 for a read and for a decision it could not record."""
     try:
         result = run()
     except Refusal as refusal:
-        return Outcome(refusal.status, refusal.code, {"detail": refusal.detail, **refusal.extra},
-                       dict(refusal.headers))
-    if hasattr(result, "decision"):  # Gate.evaluate answers a Decision, not a Result
+        return Outcome(refusal_status(refusal), refusal.code, {"detail": refusal.detail, **refusal.extra},
+                       refusal_headers(refusal))
+    if isinstance(result, Decision):  # Gate.evaluate answers the decision itself
         return Outcome(200, None, result.as_dict())
-    return Outcome(result.status, None, result.body, dict(result.headers), result.replayed)
+    status = 201 if isinstance(result, WRITTEN) else 200
+    return Outcome(status, None, result.as_json(), {}, isinstance(result, Replayable) and result.replayed)
 
 
 def junit(tests: int = 3) -> str:

@@ -64,4 +64,4 @@ class World:
                   environment: str = "staging") -> dict:
         body = {"subject": "payments", "base_revision": BASE, "revision": revision, "environment": environment,
                 "change": {"files": list(files)}}
-        return self.gate.create_candidate(PROJECT, by, CandidateRequest.model_validate(body), None).body
+        return self.gate.create_candidate(PROJECT, by, CandidateRequest.model_validate(body), None).as_json()

@@ -46,12 +46,12 @@ def chain(world: World) -> Chain:
     cid = world.candidate()["candidate_id"]
     gate.add_change_context(PROJECT, cid, CI, ChangeContextRequest.model_validate(
         {"change": {"files": ["services/payments/api.py"]}}), None)
-    digest_ = gate.propose(PROJECT, cid, REQUESTER, None, None).body["plan_digest"]
+    digest_ = gate.propose(PROJECT, cid, REQUESTER, None, None).plan_digest
     gate.review(PROJECT, cid, REVIEWER, ReviewRequest(decision="approve", plan_digest=digest_, revision=REV), None)
     evidence = gate.post_evidence(PROJECT, cid, CI, EvidenceRequest.model_validate({
         "check_id": "C1", "subject": "payments", "revision": REV, "environment": "staging",
         "scope": ["payments-api"], "observed_at": "2026-11-29T11:59:00Z",
-        "source": {"system": "ci", "run_id": "1", "url": ""}, "junit_xml": JUNIT_PASS}), None).body
+        "source": {"system": "ci", "run_id": "1", "url": ""}, "junit_xml": JUNIT_PASS}), None).as_json()
     gate.report(PROJECT, cid, "T1", REQUESTER, ReportRequest.model_validate({
         "plan_digest": digest_, "status": "completed",
         "checks": [{"check_id": "C1", "evidence_id": evidence["evidence_id"]}]}), None)

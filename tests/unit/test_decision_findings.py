@@ -64,12 +64,12 @@ def new_candidate(world: World, files: tuple[str, ...] = PAYMENTS, attest: bool 
 
 
 def fallback_plan(world: World, cid: str) -> tuple[str, dict[str, Any]]:
-    body = world.gate.propose(PROJECT, cid, REQUESTER, None, None).body
+    body = world.gate.propose(PROJECT, cid, REQUESTER, None, None).as_json()
     return body["plan_digest"], body["plan"]
 
 
 def amend_plan(world: World, cid: str, current_digest: str, plan: dict[str, Any]) -> str:
-    return world.gate.put_plan(PROJECT, cid, REQUESTER, plan, f'"{current_digest}"').body["plan_digest"]
+    return world.gate.put_plan(PROJECT, cid, REQUESTER, plan, f'"{current_digest}"').plan_digest
 
 
 def review(world: World, cid: str, digest: str, decision: str = "approve", by=REVIEWER) -> None:
@@ -81,18 +81,18 @@ def post_evidence(world: World, cid: str, by=CI, **fields: Any) -> dict[str, Any
                             "scope": ["payments-api"], "observed_at": OBSERVED,
                             "source": {"system": "ci", "run_id": "1", "url": ""}, "junit_xml": JUNIT_PASS}
     body.update(fields)
-    return world.gate.post_evidence(PROJECT, cid, by, EvidenceRequest.model_validate(body), None).body
+    return world.gate.post_evidence(PROJECT, cid, by, EvidenceRequest.model_validate(body), None).as_json()
 
 
 def report(world: World, cid: str, digest: str, status: str = "completed", evidence_ids: tuple[str, ...] = (),
            task_id: str = "T1", blocked_reason: str | None = None) -> dict[str, Any]:
     body = {"plan_digest": digest, "status": status, "blocked_reason": blocked_reason,
             "checks": [{"check_id": "C1", "evidence_id": e} for e in evidence_ids]}
-    return world.gate.report(PROJECT, cid, task_id, REQUESTER, ReportRequest.model_validate(body), None).body
+    return world.gate.report(PROJECT, cid, task_id, REQUESTER, ReportRequest.model_validate(body), None).as_json()
 
 
 def decide(world: World, cid: str, as_of: str | None = None, gate: Gate | None = None) -> dict[str, Any]:
-    return (gate or world.gate).decision(PROJECT, cid, REQUESTER, as_of).body
+    return (gate or world.gate).decision(PROJECT, cid, REQUESTER, as_of).as_json()
 
 
 def codes(decision: dict[str, Any]) -> list[str]:
@@ -157,7 +157,7 @@ def test_no_obligations_holds_even_when_everything_else_is_in_order(world: World
     cid = world.candidate(files=(), by=CI)["candidate_id"]
     plan = {"tasks": [{"task_id": "T1", "title": "nothing owed", "checks": [
         {"check_id": "C1", "policy_ref": "lint", "command": "ruff check .", "expected_exit_code": 0}]}]}
-    digest = world.gate.put_plan(PROJECT, cid, REQUESTER, plan, None).body["plan_digest"]
+    digest = world.gate.put_plan(PROJECT, cid, REQUESTER, plan, None).plan_digest
     review(world, cid, digest)
     assert report(world, cid, digest)["passes"] is True
     # When the gate decides
@@ -192,7 +192,7 @@ def test_a_ci_publisher_not_listed_for_change_context_does_not_attest(world: Wor
     cand = ready(world, attest=False)
     # When a ci publisher outside change_context_publishers sends the change context
     body = world.gate.add_change_context(PROJECT, cand.cid, UNTRUSTED_CI, ChangeContextRequest.model_validate(
-        {"change": {"files": list(PAYMENTS)}}), None).body
+        {"change": {"files": list(PAYMENTS)}}), None).as_json()
     # Then it is only declared, and the decision still holds
     assert body["change_context"] == "declared"
     assert codes(decide(world, cand.cid)) == ["CHANGE_CONTEXT_UNVERIFIED"]
@@ -711,7 +711,7 @@ def test_a_policy_amendment_retires_evidence_bound_to_the_older_version(world: W
 def test_a_plan_amendment_keeps_evidence_where_check_policy_and_version_are_unchanged(world: World) -> None:
     # Given a ready candidate
     cand = ready(world)
-    evidence_id = world.gate.get_candidate(PROJECT, cand.cid, REQUESTER).body["evidence"][0]["evidence_id"]
+    evidence_id = world.gate.get_candidate(PROJECT, cand.cid, REQUESTER).as_json()["evidence"][0]["evidence_id"]
     # When the plan is amended (an action added) with C1 unchanged
     plan = dict(cand.plan, actions=[{"action_id": "A1", "type": "notify", "params": {"channel": "release-room"}}])
     new_digest = amend_plan(world, cand.cid, cand.digest, plan)
@@ -752,7 +752,7 @@ def test_a_caller_chosen_as_of_is_a_what_if_read_that_records_nothing(world: Wor
     assert decide(world, cand.cid)["as_of_source"] == "service"
     assert chain_length(world, cand.cid) == length
     # While a recorded decision appends exactly one event and uses the service clock
-    recorded = world.gate.record_decision(PROJECT, cand.cid, REQUESTER, None).body
+    recorded = world.gate.record_decision(PROJECT, cand.cid, REQUESTER, None).as_json()
     assert recorded["as_of_source"] == "service"
     assert chain_length(world, cand.cid) == length + 1
 

@@ -20,6 +20,7 @@ from sentinel_domain.models import (
     DerivationRule,
     ProjectConfig,
 )
+from sentinel_service.http.problems import TITLES, refusal_status
 from support.world import BASE, PROJECT, REQUESTER, REV, World
 
 OK = {"200": {"description": "ok"}}
@@ -225,8 +226,8 @@ def test_an_unreadable_document_is_refused_with_malformed_change_context(side, v
     with pytest.raises(Refusal) as caught:
         derive(change(values["before"], values["after"]), config(CONTRACT))
     # Then the refusal has its own code and status, names the document and the side, and says why
-    assert (caught.value.code, caught.value.status) == ("MALFORMED_CHANGE_CONTEXT", 422)
-    assert caught.value.title == "The change context cannot be read"
+    assert (caught.value.code, refusal_status(caught.value)) == ("MALFORMED_CHANGE_CONTEXT", 422)
+    assert TITLES[caught.value.code] == "The change context cannot be read"
     assert '"payments-api"' in caught.value.detail
     for word in words:
         assert word in caught.value.detail, caught.value.detail
@@ -316,12 +317,12 @@ def test_a_later_context_adds_operation_obligations_and_never_removes_any():
                                                 "per": "operation"}]})
     body = {"subject": "payments", "base_revision": BASE, "revision": REV, "environment": "staging",
             "change": {"openapi": [{"name": "payments-api", "before": BEFORE, "after": AFTER}]}}
-    created = world.gate.create_candidate(PROJECT, REQUESTER, CandidateRequest.model_validate(body), None).body
+    created = world.gate.create_candidate(PROJECT, REQUESTER, CandidateRequest.model_validate(body), None).as_json()
     # When a second context says only one operation changed
     smaller = copy.deepcopy(BEFORE)
     smaller["paths"]["/health"]["get"]["deprecated"] = True
     added = world.gate.add_change_context(PROJECT, created["candidate_id"], REQUESTER, ChangeContextRequest(
-        change=change(BEFORE, smaller)), None).body
+        change=change(BEFORE, smaller)), None).as_json()
     # Then its obligation is added and the earlier ones stay
     assert [o["scope"] for o in added["added_obligations"]] == ["payments-api/GET /health"]
     assert [o["scope"] for o in added["obligations"]] == [o["scope"] for o in created["obligations"]] + [

@@ -155,7 +155,7 @@ def test_exit_code_evidence_decides_a_zero_test_policy_through_the_gate():
     cid = world.candidate(files=("docs/guide.md",))["candidate_id"]
     gate = world.gate
     gate.put_policy(PROJECT, "lint", ADMIN, policy(expected_artifacts=("lint/report.json",)))
-    state = gate.get_candidate(PROJECT, cid, CI).body
+    state = gate.get_candidate(PROJECT, cid, CI).as_json()
     obligation = state["obligations"][0]
     plan = {"tasks": [{"task_id": "T1", "title": "lint", "checks": [{
         "check_id": "C1", "policy_ref": "lint", "command": "ruff check docs", "expected_exit_code": 0,
@@ -164,9 +164,9 @@ def test_exit_code_evidence_decides_a_zero_test_policy_through_the_gate():
     observed = (START + timedelta(seconds=1)).isoformat()
     # When the trusted publisher posts exit-code evidence without the artifact, then with it
     missing = gate.post_evidence(PROJECT, cid, CI, request(0, [("lint/other.json", SHA)], observed_at=observed),
-                                 None).body
+                                 None).as_json()
     present = gate.post_evidence(PROJECT, cid, CI, request(0, [("lint/report.json", SHA)], observed_at=observed),
-                                 None).body
+                                 None).as_json()
     # Then the first is stored as a failure and the second as a pass, both verified and bound
     assert (missing["outcome"], missing["trust"]) == ("fail", "verified")
     assert (present["outcome"], present["trust"]) == ("pass", "verified")

@@ -22,12 +22,12 @@ def test_operation_scopes_are_percent_encoded_into_conforming_commands() -> None
     world.gate.put_config(PROJECT, ADMIN, ProjectConfig.model_validate(config), '"1"')
     created = world.gate.create_candidate(PROJECT, REQUESTER, CandidateRequest.model_validate({
         "subject": "payments", "base_revision": BASE, "revision": REV, "environment": "staging",
-        "change": {"openapi": [{"name": "payments-api", "before": BEFORE, "after": AFTER}]}}), None).body
+        "change": {"openapi": [{"name": "payments-api", "before": BEFORE, "after": AFTER}]}}), None).as_json()
     assert any(" " in o["scope"] for o in created["obligations"])
     # When the requester asks for a proposal without a model
     proposal = world.gate.propose(PROJECT, created["candidate_id"], REQUESTER, None, None)
     # Then the fallback plan is stored, each command an instance of its policy's template
-    assert proposal.status == 201 and proposal.body["mode"] == "fallback"
-    commands = [c["command"] for t in proposal.body["plan"]["tasks"] for c in t["checks"]]
+    assert proposal.mode == "fallback"
+    commands = [c["command"] for t in proposal.plan["tasks"] for c in t["checks"]]
     assert "schemathesis run --operation payments-api/POST%20/pets" in commands
     assert all(conforms(c, "schemathesis run --operation {scope}") for c in commands)

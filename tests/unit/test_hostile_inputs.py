@@ -21,6 +21,7 @@ from sentinel_domain.errors import Refusal
 from sentinel_domain.evidence import EvidenceRefused, judge
 from sentinel_domain.models import Change, EvidenceRequest, Policy, ProjectConfig
 from sentinel_domain.usecases import Gate
+from sentinel_service.http.problems import refusal_status
 from support.world import BASE, CI, PROJECT, REV, UNIT_POLICY, World
 
 SECONDS = 2.0
@@ -233,7 +234,7 @@ def test_a_hostile_openapi_document_is_refused_quickly_with_its_code(case):
     error, _elapsed, _peak = bounded(lambda: derive(change, CONFIG))
     # Then the change context is refused with its code, naming why, within the time and memory bounds
     assert isinstance(error, Refusal)
-    assert (error.code, error.status) == ("MALFORMED_CHANGE_CONTEXT", 422)
+    assert (error.code, refusal_status(error)) == ("MALFORMED_CHANGE_CONTEXT", 422)
     assert word in error.detail, error.detail
 
 

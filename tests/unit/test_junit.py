@@ -35,7 +35,7 @@ def test_summary_is_frozen_and_malformed_is_a_value_error():
     result = parse_junit('<testsuite><testcase name="a"/></testsuite>')
     # When someone tries to change it, Then it refuses
     with pytest.raises(dataclasses.FrozenInstanceError):
-        result.tests = 99  # type: ignore[misc]
+        result.tests = 99  # type: ignore[misc]  # the very assignment a frozen summary refuses
     # And MalformedJUnit can be caught as a ValueError
     assert issubclass(MalformedJUnit, ValueError)
 

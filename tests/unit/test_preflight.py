@@ -11,6 +11,7 @@ import rfc8785
 
 from sentinel_domain.errors import Refusal
 from sentinel_domain.ports import StreamRef
+from sentinel_service.http.problems import refusal_status
 from support.world import LINT_POLICY, PROJECT, REQUESTER, REV, UNIT_POLICY, World
 
 PREFLIGHT_CODES = {"PLAN_SCHEMA_INVALID", "PLAN_DUPLICATE_ID", "PLAN_UNKNOWN_POLICY", "PLAN_UNKNOWN_DEPENDENCY",
@@ -52,7 +53,7 @@ def refused(world: World, cid: str, raw: Any, if_match: str | None = None) -> li
     with pytest.raises(Refusal) as caught:
         world.gate.put_plan(PROJECT, cid, REQUESTER, raw, if_match)
     refusal = caught.value
-    assert (refusal.code, refusal.status) == ("PLAN_PREFLIGHT_FAILED", 422)
+    assert (refusal.code, refusal_status(refusal)) == ("PLAN_PREFLIGHT_FAILED", 422)
     assert refusal.findings and {f["code"] for f in refusal.findings} <= PREFLIGHT_CODES
     after = world.store.streams[ref]
     assert len(after.events) == len(before.events)
@@ -68,7 +69,7 @@ def test_a_conforming_plan_passes_preflight_and_is_stored(world: World, cand: di
     # Given a candidate owing unit-tests on payments-api
     length = len(world.store.streams[StreamRef(PROJECT, cand["cid"])].events)
     # When the requester submits a plan covering it with a conforming check
-    body = world.gate.put_plan(PROJECT, cand["cid"], REQUESTER, plan(cand["obl"]), None).body
+    body = world.gate.put_plan(PROJECT, cand["cid"], REQUESTER, plan(cand["obl"]), None).as_json()
     # Then it is stored as version 1, with one more event on the chain
     assert body["plan_version"] == 1
     assert len(world.store.streams[StreamRef(PROJECT, cand["cid"])].events) == length + 1
@@ -205,7 +206,7 @@ def test_an_acyclic_dependency_chain_passes(world: World, cand: dict[str, Any]) 
              for n, (tid, deps) in enumerate(edges.items(), 1)]
     # When it is submitted
     # Then it is stored
-    assert world.gate.put_plan(PROJECT, cand["cid"], REQUESTER, plan(obl, tasks=tasks), None).status == 201
+    assert world.gate.put_plan(PROJECT, cand["cid"], REQUESTER, plan(obl, tasks=tasks), None).plan_version == 1
 
 
 def test_unknown_obligation(world: World, cand: dict[str, Any]) -> None:
@@ -319,12 +320,12 @@ def test_one_finding_per_problem(world: World, cand: dict[str, Any]) -> None:
 
 def test_a_failing_amendment_stores_nothing_and_keeps_the_current_plan(world: World, cand: dict[str, Any]) -> None:
     # Given a stored plan
-    digest = world.gate.put_plan(PROJECT, cand["cid"], REQUESTER, plan(cand["obl"]), None).body["plan_digest"]
+    digest = world.gate.put_plan(PROJECT, cand["cid"], REQUESTER, plan(cand["obl"]), None).plan_digest
     # When an amendment naming the current digest fails preflight
     raw = plan(cand["obl"], tasks=[task(cand["obl"], checks=[check(cand["obl"], command="pytest -q a b")])])
     refused(world, cand["cid"], raw, if_match=f'"{digest}"')
     # Then the current plan is unchanged
-    view = world.gate.get_candidate(PROJECT, cand["cid"], REQUESTER).body
+    view = world.gate.get_candidate(PROJECT, cand["cid"], REQUESTER).as_json()
     assert view["plan_digest"] == digest and len(view["plan_versions"]) == 1
 
 
@@ -364,14 +365,13 @@ def test_the_plan_digest_is_the_sha256_of_the_canonical_normalised_plan(world: W
     expected["tasks"][0]["checks"][0]["assertions"] = []
     expected["tasks"][1]["checks"][1].update(covers=[], assertions=[])
     expected["actions"][0]["max_executions"] = 1
-    assert result.body["plan"] == expected
+    assert result.plan == expected
     # And its digest is SHA-256 over the RFC 8785 form of {project, candidate_id, revision, plan}
     digest = independent_digest(cid, expected)
-    assert result.body["plan_digest"] == digest
-    assert result.headers["ETag"] == f'"{digest}"'
-    assert world.gate.get_candidate(PROJECT, cid, REQUESTER).body["plan"] == expected
+    assert result.plan_digest == digest
+    assert world.gate.get_candidate(PROJECT, cid, REQUESTER).plan == expected
     # And writing the defaults out explicitly gives the very same digest
-    again = world.gate.put_plan(PROJECT, cid, REQUESTER, expected, f'"{digest}"').body
+    again = world.gate.put_plan(PROJECT, cid, REQUESTER, expected, f'"{digest}"').as_json()
     assert again["plan_digest"] == digest and again["plan_version"] == 2
 
 
@@ -382,8 +382,8 @@ def test_the_digest_binds_the_candidate(world: World) -> None:
     obl = first["obligations"][0]["obligation_id"]
     assert second["obligations"][0]["obligation_id"] == obl
     # When the same plan is submitted to both
-    d1 = world.gate.put_plan(PROJECT, first["candidate_id"], REQUESTER, plan(obl), None).body["plan_digest"]
-    d2 = world.gate.put_plan(PROJECT, second["candidate_id"], REQUESTER, plan(obl), None).body["plan_digest"]
+    d1 = world.gate.put_plan(PROJECT, first["candidate_id"], REQUESTER, plan(obl), None).plan_digest
+    d2 = world.gate.put_plan(PROJECT, second["candidate_id"], REQUESTER, plan(obl), None).plan_digest
     # Then the digests differ
     assert d1 != d2
 
@@ -397,7 +397,7 @@ def test_the_fallback_plan_has_one_task_per_obligation_with_its_scope_filled_in(
     cid = created["candidate_id"]
     templates = {"unit-tests": UNIT_POLICY, "lint": LINT_POLICY}
     # When the requester asks for a proposal
-    body = world.gate.propose(PROJECT, cid, REQUESTER, None, None).body
+    body = world.gate.propose(PROJECT, cid, REQUESTER, None, None).as_json()
     # Then it is the deterministic fallback: one task per obligation, no actions
     assert (body["mode"], body["fallback_reason"]) == ("fallback", "MODEL_NOT_CONFIGURED")
     fallback = body["plan"]

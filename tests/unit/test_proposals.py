@@ -91,11 +91,11 @@ def events(world: World, cid: str) -> list[dict[str, Any]]:
 
 def propose(world: World, cid: str, proposer: Any, if_match: str | None = None) -> dict[str, Any]:
     world.gate.proposer = proposer
-    return world.gate.propose(PROJECT, cid, REQUESTER, if_match, None).body
+    return world.gate.propose(PROJECT, cid, REQUESTER, if_match, None).as_json()
 
 
 def decision_without_facts_digest(world: World, cid: str) -> dict[str, Any]:
-    body = world.gate.decision(PROJECT, cid, REQUESTER, None).body
+    body = world.gate.decision(PROJECT, cid, REQUESTER, None).as_json()
     return {k: v for k, v in body.items() if k != "facts_digest"}
 
 
@@ -143,7 +143,7 @@ def test_a_model_plan_still_needs_a_human_approval(world: World) -> None:
     created = attested_candidate(world)
     propose(world, created["candidate_id"], ScriptedProposer(model_plan(created)))
     # When the decision is asked for
-    decision = world.gate.decision(PROJECT, created["candidate_id"], REQUESTER, None).body
+    decision = world.gate.decision(PROJECT, created["candidate_id"], REQUESTER, None).as_json()
     # Then it holds for a review, evidence and reports: the model only drafted
     assert decision["decision"] == "hold"
     assert {"REVIEW_MISSING", "EVIDENCE_MISSING", "TASK_NOT_REPORTED"} <= {f["code"] for f in decision["findings"]}
@@ -265,7 +265,7 @@ def test_a_model_failure_leaves_a_ready_candidate_ready_and_its_facts_untouched(
     evidence = world.gate.post_evidence(PROJECT, cid, CI, EvidenceRequest.model_validate({
         "check_id": "C1", "subject": "payments", "revision": REV, "environment": "staging",
         "scope": ["payments-api"], "observed_at": "2026-11-29T11:59:00Z", "source": {"system": "ci"},
-        "junit_xml": '<testsuite name="s"><testcase classname="a" name="t"/></testsuite>'}), None).body
+        "junit_xml": '<testsuite name="s"><testcase classname="a" name="t"/></testsuite>'}), None).as_json()
     world.gate.report(PROJECT, cid, "T1", REQUESTER, ReportRequest.model_validate({
         "plan_digest": first["plan_digest"], "status": "completed",
         "checks": [{"check_id": "C1", "evidence_id": evidence["evidence_id"]}]}), None)
@@ -334,7 +334,7 @@ def test_an_idempotent_replay_does_not_ask_the_model_again(world: World) -> None
     world.gate.proposer = proposer
     first = world.gate.propose(PROJECT, created["candidate_id"], REQUESTER, None, "k-1")
     again = world.gate.propose(PROJECT, created["candidate_id"], REQUESTER, None, "k-1")
-    assert again.replayed and again.body == first.body and len(proposer.requests) == 1
+    assert again.replayed and again == first.model_copy(update={"replayed": True}) and len(proposer.requests) == 1
 
 
 # ---- what the model is shown ----------------------------------------------------------------------------

@@ -209,3 +209,28 @@ def test_no_room_imports_another_rooms_private_names() -> None:
     offenders = [f for package in PACKAGES for path in sorted((ROOT / "src" / package).rglob("*.py"))
                  for f in private_reaches(path)]
     assert offenders == []
+
+
+HTTP_WORDS = {"ETag", "Retry-After", "Idempotent-Replay", "status_code", "If-Match"}
+
+
+def test_the_core_names_no_http_status_or_header() -> None:
+    # Given every name and string constant the core's code uses (its docstrings and messages aside)
+    offenders = []
+    for path in sorted(CORE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in HTTP_WORDS:
+                offenders.append(f"{path.name}: {node.value!r}")
+            elif isinstance(node, ast.keyword | ast.Attribute | ast.Name):
+                name = node.arg if isinstance(node, ast.keyword) else \
+                    node.attr if isinstance(node, ast.Attribute) else node.id
+                if name in ("status_code", "headers", "REFUSAL_STATUS", "TITLES"):
+                    offenders.append(f"{path.name}: {name}")
+    # Then none chooses a status or a header: the use cases answer typed outcomes and the edge answers HTTP
+    assert offenders == []
+
+
+def test_no_product_module_is_over_600_lines() -> None:
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "src").rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 600}
+    assert long == {}

@@ -162,7 +162,7 @@ class _YamlBuilder:
         self.events = events
         self.scalar_node = ScalarNode
         self.counter = counter
-        self.resolver = Resolver()
+        self.resolver: Any = Resolver()  # its stubs leave resolve() untyped
         self.constructor = SafeConstructor()
         self.anchors: dict[str, tuple[Any, int, int] | None] = {}  # value, size, height; None while building
         # Plain scalars repeat (type names, `true`, status codes): resolving each spelling once keeps a
@@ -344,14 +344,21 @@ class _MergeKey:
 _MERGE = _MergeKey()
 
 
+def _event_parser(text: str) -> Any:
+    try:  # libyaml's event parser is ~20x faster; the pure-Python one gives the same events
+        from yaml._yaml import CParser
+
+        return CParser(text)
+    except ImportError:  # pragma: no cover - depends on how PyYAML was built
+        from yaml.loader import SafeLoader
+
+        return SafeLoader(text)
+
+
 def _yaml_events(text: str) -> Iterator[Any]:
     from yaml.events import StreamEndEvent, StreamStartEvent
 
-    try:  # libyaml's event parser is ~20x faster; the pure-Python one gives the same events
-        from yaml._yaml import CParser as parser_class
-    except ImportError:  # pragma: no cover - depends on how PyYAML was built
-        from yaml.loader import SafeLoader as parser_class
-    parser = parser_class(text)
+    parser = _event_parser(text)
     try:
         while True:
             event = parser.get_event()

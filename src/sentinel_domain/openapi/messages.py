@@ -112,14 +112,13 @@ class _MessageDiffer(_SchemaDiffer):
         where = prefix + "request body"
         ob = self.old.mapping(o, where) if o is not None else None
         nb = self.new.mapping(n, where) if n is not None else None
-        if ob is None and nb is None:
+        if nb is None:
+            if ob is not None:
+                add("request-body-removed", True, where)
             return
         if ob is None:
-            required = nb.get("required") is True  # type: ignore[union-attr]
+            required = nb.get("required") is True
             add("request-body-added", required and not flipped, where, "required" if required else "optional")
-            return
-        if nb is None:
-            add("request-body-removed", True, where)
             return
         o_required, n_required = ob.get("required") is True, nb.get("required") is True
         if n_required and not o_required:

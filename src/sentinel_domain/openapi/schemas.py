@@ -167,7 +167,7 @@ class _SchemaDiffer:
         return value
 
     def _same(self, old: Any, new: Any) -> bool:
-        return self._project(self.old, old) == self._project(self.new, new)
+        return bool(self._project(self.old, old) == self._project(self.new, new))
 
     # ---- schemas -----------------------------------------------------------------------------------------
 

@@ -72,6 +72,10 @@ def _requirement_text(requirement: dict[str, frozenset[str]]) -> str:
     return " and ".join(parts) or "anonymous"
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _scheme_effect(old: Any, new: Any) -> str | None:
     """How a security scheme the operation relies on changed: None, LOOSENED (only flows or scopes added) or
     BOTH (anything a configured client depends on: its type, where the credential goes, a token URL...)."""
@@ -85,15 +89,15 @@ def _scheme_effect(old: Any, new: Any) -> str | None:
 
     if plain(old) != plain(new):
         return BOTH
-    old_flows = old.get("flows") if isinstance(old.get("flows"), dict) else {}
-    new_flows = new.get("flows") if isinstance(new.get("flows"), dict) else {}
+    old_flows = _mapping(old.get("flows"))
+    new_flows = _mapping(new.get("flows"))
     effect = None
     for flow, o_flow in old_flows.items():
         n_flow = new_flows.get(flow)
         if not isinstance(o_flow, dict) or not isinstance(n_flow, dict):
             return BOTH
-        o_scopes = o_flow.get("scopes") if isinstance(o_flow.get("scopes"), dict) else {}
-        n_scopes = n_flow.get("scopes") if isinstance(n_flow.get("scopes"), dict) else {}
+        o_scopes = _mapping(o_flow.get("scopes"))
+        n_scopes = _mapping(n_flow.get("scopes"))
         if plain({k: v for k, v in o_flow.items() if k != "scopes"}) != \
                 plain({k: v for k, v in n_flow.items() if k != "scopes"}):
             return BOTH

@@ -5,6 +5,7 @@ import sys
 import time
 from typing import Any
 
+from sentinel_domain.outcomes import DecisionView
 from sentinel_service.names import DECISIONS_DIMENSION as DIMENSION
 from sentinel_service.names import DECISIONS_METRIC as METRIC
 from sentinel_service.names import DECISIONS_NAMESPACE as NAMESPACE
@@ -29,7 +30,7 @@ def emf_line(decision: dict[str, Any], recorded: bool, now_ms: int | None = None
     })
 
 
-def emit(decision: dict[str, Any], recorded: bool, runtime: str) -> None:
+def emit(decision: DecisionView, recorded: bool, runtime: str) -> None:
     # Only Lambda's log stream turns these lines into metrics; locally they would only clutter stdout.
     if runtime == "aws_lambda":
-        print(emf_line(decision, recorded), file=sys.stdout, flush=True)
+        print(emf_line(decision.as_json(), recorded), file=sys.stdout, flush=True)

@@ -44,6 +44,10 @@ FACT_CHUNK_BYTES = 350_000
 # A response body above this is stored zlib-compressed (a 2,000-obligation candidate's body can pass 400 KB).
 BODY_COMPRESS_BYTES = 64_000
 BODY_MAX_BYTES = 350_000
+# The stored record keeps the shape earlier releases wrote and replay from: `response_status` beside the body.
+# Only writes that create take an Idempotency-Key and every kept answer is one, so it is always 201 (0 while in
+# progress). Nothing reads it back: a replay is answered from the body by the route that created it.
+REPLAY_STATUS = 201
 MAX_TRANSACTION_ITEMS = 100
 MAX_TRANSACTION_BYTES = 4_000_000
 
@@ -395,7 +399,8 @@ class DynamoStateStore:
             "scope": {"S": record.scope},
             "key_sha256": {"S": hashlib.sha256(record.key.encode()).hexdigest()},  # never the key itself
             "caller": {"S": record.caller}, "request_hash": {"S": record.request_hash},
-            "status": {"S": status}, "response_status": {"N": str(record.response_status)},
+            "status": {"S": status},
+            "response_status": {"N": str(REPLAY_STATUS if status == "completed" else 0)},
             "claimed_at": {"S": record.claimed_at}, "lease_until": {"S": record.lease_until},
         }
         if record.response_body is not None:
@@ -436,7 +441,7 @@ class DynamoStateStore:
             raise StoreUnavailable("a stored idempotency record cannot be read") from error
         return IdempotencyRecord(ref=ref, scope=scope, key=key, caller=_s(item, "caller"),
                                  request_hash=_s(item, "request_hash"), status=_s(item, "status"),
-                                 response_status=_n(item, "response_status"), response_body=body,
+                                 response_body=body,
                                  claimed_at=_s(item, "claimed_at"), lease_until=_s(item, "lease_until"))
 
     def idempotency_begin(self, record: IdempotencyRecord) -> bool:

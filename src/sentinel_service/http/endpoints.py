@@ -1,18 +1,22 @@
-"""The endpoint of every route: read the call, run one use case, return its result. Nothing else.
+"""The endpoint of every route: read the call, run one use case, answer its outcome. Nothing else.
 
 Each endpoint receives the composition root's services and the caller through Powertools' dependency
 injection: `services` reads the provider the function's entry point put in the resolver's context, and
 `caller` reads the identity the authorizer attached to the event (never a body). Tests may replace either
-with `app.dependency_overrides`."""
+with `app.dependency_overrides`.
 
-import json
+Each endpoint is annotated with the outcome it answers (`Response[Outcome]`): Powertools checks the body
+against it and serialises it, and the OpenAPI document takes each route's response schema from it. The
+status comes from the route table; the headers (ETag, Idempotent-Replay) from the outcome's data."""
+
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, TypeVar
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.request import Request
+from pydantic import BaseModel, ConfigDict
 
 from sentinel_domain.errors import StoreUnavailable
 from sentinel_domain.models import (
@@ -26,13 +30,42 @@ from sentinel_domain.models import (
     ReviewRequest,
     SettlementRequest,
 )
+from sentinel_domain.outcomes import (
+    ActionExecuted,
+    AuditPage,
+    CandidateCreated,
+    CandidatePage,
+    CandidateView,
+    ChangeContextAdded,
+    ConfigVersion,
+    ConfigVersionStored,
+    DecisionNotRecorded,
+    DecisionRecorded,
+    DecisionView,
+    EvidenceRecorded,
+    PlanProposed,
+    PlanStored,
+    PolicyList,
+    PolicyVersion,
+    PolicyVersionStored,
+    Replayable,
+    ReportAttempt,
+    ReviewRecorded,
+    TaskSettled,
+)
 from sentinel_domain.ports import StreamRef
-from sentinel_domain.usecases import Result
 from sentinel_service.adapters import decision_metrics
 from sentinel_service.compose import Services
 from sentinel_service.http.request import Call
+from sentinel_service.http.routes import ROUTES
 
 SERVICES = "sentinel_services"  # the resolver context's key for the provider (see resolver.lambda_handler)
+STATUS = {route.operation: route.status for route in ROUTES}  # each route's success status, from the table
+# A decision the gate could not record is answered, not refused (API.md): 200 with "recorded": false.
+NOT_RECORDED_STATUS = 200
+DEGRADED_STATUS, DEGRADED_RETRY_AFTER = 503, "5"
+
+AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
 
 def services(request: Request) -> Services:
@@ -45,160 +78,209 @@ def caller(request: Request) -> Call:
     return Call.from_event(request.resolved_event.raw_event)
 
 
-# What every endpoint returns: the JSON text of one use case's result (openapi_document sets each route's schemas).
-Answer = Response[Any]
 Svc = Annotated[Services, Depends(services)]
 Caller = Annotated[Call, Depends(caller)]
 Limit = Annotated[int, Query(ge=1, le=500, description="page size, at most 500")]
 Cursor = Annotated[str | None, Query(description="opaque cursor from next_cursor")]
 
 
-def respond(result: Result) -> Answer:
-    headers = dict(result.headers)
-    if result.replayed:
+def respond(operation: str, outcome: AnswerT, *, etag: str | None = None, status: int | None = None
+            ) -> Response[AnswerT]:
+    """The outcome as the route answers it: the route's status (unless the outcome says otherwise), its ETag,
+    and, for a replay, `Idempotent-Replay: true` and nothing else (the first answer's status and body)."""
+    headers: dict[str, str] = {}
+    if isinstance(outcome, Replayable) and outcome.replayed:
         headers["Idempotent-Replay"] = "true"
-    return Response(status_code=result.status, content_type="application/json",
-                    body=json.dumps(result.body, ensure_ascii=False), headers=headers)
+    elif etag is not None:
+        headers["ETag"] = f'"{etag}"'
+    return Response(status_code=status or STATUS[operation], content_type="application/json", body=outcome,
+                    headers=headers)
+
+
+class Edge(BaseModel):
+    """What only the edge answers (the service's health, the caller's identity): no use case is involved."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_serialization_defaults_required=True)
+
+
+class ModelInfo(Edge):
+    """The model proposals are drafted with (provider "none": the deterministic fallback only)."""
+
+    provider: str
+    model_id: str
+
+
+class Health(Edge):
+    status: Literal["ok", "degraded"]  # degraded: the store cannot be reached
+    service: str
+    version: str
+    runtime: str
+    region: str
+    model: ModelInfo
+    package_digest: str
+
+
+class Identity(Edge):
+    principal_id: str
+    kind: str
+    sponsor: str | None
+    roles: dict[str, list[str]]
 
 
 # ---- anonymous ---------------------------------------------------------------------------------------
 
-def health(svc: Svc) -> Answer:
+def health(svc: Svc) -> Response[Health]:
     s = svc.settings
-    body: dict[str, Any] = {"status": "ok", "service": s.service, "version": s.version, "runtime": s.runtime,
-                            "region": s.region, "model": {"provider": s.model_provider, "model_id": s.model_id},
-                            "package_digest": s.package_digest}
+    answer = Health(status="ok", service=s.service, version=s.version, runtime=s.runtime, region=s.region,
+                    model=ModelInfo(provider=s.model_provider, model_id=s.model_id), package_digest=s.package_digest)
     try:
         svc.gate.store.load(StreamRef("~health"))  # no project can have this id: a read that finds nothing
     except (StoreUnavailable, Exception):  # any store failure is a degraded service, never a crash
-        return Response(status_code=503, content_type="application/json",
-                        body=json.dumps(dict(body, status="degraded")), headers={"Retry-After": "5"})
-    return respond(Result(200, body))
+        return Response(status_code=DEGRADED_STATUS, content_type="application/json",
+                        body=answer.model_copy(update={"status": "degraded"}),
+                        headers={"Retry-After": DEGRADED_RETRY_AFTER})
+    return respond("health", answer)
 
 
-def whoami(call: Caller) -> Answer:
+def whoami(call: Caller) -> Response[Identity]:
     me = call.actor(None)
-    return respond(Result(200, {"principal_id": me.id, "kind": me.kind, "sponsor": me.sponsor,
-                                "roles": call.roles_map()}))
+    return respond("whoami", Identity(principal_id=me.id, kind=me.kind, sponsor=me.sponsor, roles=call.roles_map()))
 
 
 # ---- project configuration, policies, audit ---------------------------------------------------------
 
-def put_config(project: str, body: Annotated[ProjectConfig, Body()], svc: Svc, call: Caller) -> Answer:
-    return respond(svc.gate.put_config(project, call.actor(project), body, call.header("if-match")))
+def put_config(project: str, body: Annotated[ProjectConfig, Body()], svc: Svc, call: Caller
+               ) -> Response[ConfigVersionStored]:
+    stored = svc.gate.put_config(project, call.actor(project), body, call.header("if-match"))
+    return respond("put_config", stored, etag=str(stored.version))
 
 
-def get_config(project: str, svc: Svc, call: Caller) -> Answer:
-    return respond(svc.gate.get_config(project, call.actor(project)))
+def get_config(project: str, svc: Svc, call: Caller) -> Response[ConfigVersion]:
+    current = svc.gate.get_config(project, call.actor(project))
+    return respond("get_config", current, etag=str(current.version))
 
 
-def put_policy(project: str, policy_id: str, body: Annotated[Policy, Body()], svc: Svc, call: Caller) -> Answer:
-    return respond(svc.gate.put_policy(project, policy_id, call.actor(project), body))
+def put_policy(project: str, policy_id: str, body: Annotated[Policy, Body()], svc: Svc, call: Caller
+               ) -> Response[PolicyVersionStored]:
+    return respond("put_policy", svc.gate.put_policy(project, policy_id, call.actor(project), body))
 
 
-def list_policies(project: str, svc: Svc, call: Caller) -> Answer:
-    return respond(svc.gate.list_policies(project, call.actor(project)))
+def list_policies(project: str, svc: Svc, call: Caller) -> Response[PolicyList]:
+    return respond("list_policies", svc.gate.list_policies(project, call.actor(project)))
 
 
 def get_policy(project: str, policy_id: str, svc: Svc, call: Caller,
-               version: Annotated[int | None, Query(ge=1)] = None) -> Answer:
-    return respond(svc.gate.get_policy(project, policy_id, call.actor(project), version))
+               version: Annotated[int | None, Query(ge=1)] = None) -> Response[PolicyVersion]:
+    return respond("get_policy", svc.gate.get_policy(project, policy_id, call.actor(project), version))
 
 
-def project_audit(project: str, svc: Svc, call: Caller, limit: Limit = 100, cursor: Cursor = None) -> Answer:
-    return respond(svc.gate.audit(StreamRef(project), call.actor(project), limit, cursor))
+def project_audit(project: str, svc: Svc, call: Caller, limit: Limit = 100, cursor: Cursor = None
+                  ) -> Response[AuditPage]:
+    return respond("project_audit", svc.gate.audit(StreamRef(project), call.actor(project), limit, cursor))
 
 
 # ---- candidates ---------------------------------------------------------------------------------------
 
-def create_candidate(project: str, body: Annotated[CandidateRequest, Body()], svc: Svc, call: Caller) -> Answer:
-    return respond(svc.gate.create_candidate(project, call.actor(project), body, call.idempotency_key))
+def create_candidate(project: str, body: Annotated[CandidateRequest, Body()], svc: Svc, call: Caller
+                     ) -> Response[CandidateCreated]:
+    return respond("create_candidate", svc.gate.create_candidate(project, call.actor(project), body,
+                                                                 call.idempotency_key))
 
 
 def add_change_context(project: str, candidate_id: str, body: Annotated[ChangeContextRequest, Body()], svc: Svc,
-                       call: Caller) -> Answer:
-    return respond(svc.gate.add_change_context(project, candidate_id, call.actor(project), body,
-                                               call.idempotency_key))
+                       call: Caller) -> Response[ChangeContextAdded]:
+    return respond("add_change_context", svc.gate.add_change_context(project, candidate_id, call.actor(project),
+                                                                     body, call.idempotency_key))
 
 
 def find_candidates(project: str, svc: Svc, call: Caller, subject: Annotated[str | None, Query()] = None,
                     revision: Annotated[str | None, Query()] = None,
                     environment: Annotated[str | None, Query()] = None,
-                    limit: Limit = 100, cursor: Cursor = None) -> Answer:
-    return respond(svc.gate.find_candidates(project, call.actor(project), subject, revision, environment,
-                                            limit, cursor))
+                    limit: Limit = 100, cursor: Cursor = None) -> Response[CandidatePage]:
+    return respond("find_candidates", svc.gate.find_candidates(project, call.actor(project), subject, revision,
+                                                               environment, limit, cursor))
 
 
-def get_candidate(project: str, candidate_id: str, svc: Svc, call: Caller) -> Answer:
-    return respond(svc.gate.get_candidate(project, candidate_id, call.actor(project)))
+def get_candidate(project: str, candidate_id: str, svc: Svc, call: Caller) -> Response[CandidateView]:
+    view = svc.gate.get_candidate(project, candidate_id, call.actor(project))
+    return respond("get_candidate", view, etag=view.plan_digest)
 
 
 def candidate_audit(project: str, candidate_id: str, svc: Svc, call: Caller, limit: Limit = 100,
-                    cursor: Cursor = None) -> Answer:
-    return respond(svc.gate.audit(StreamRef(project, candidate_id), call.actor(project), limit, cursor))
+                    cursor: Cursor = None) -> Response[AuditPage]:
+    return respond("candidate_audit", svc.gate.audit(StreamRef(project, candidate_id), call.actor(project), limit,
+                                                     cursor))
 
 
 # ---- plans --------------------------------------------------------------------------------------------
 
-def propose(project: str, candidate_id: str, svc: Svc, call: Caller) -> Answer:
-    return respond(svc.gate.propose(project, candidate_id, call.actor(project), call.header("if-match"),
-                                    call.idempotency_key))
+def propose(project: str, candidate_id: str, svc: Svc, call: Caller) -> Response[PlanProposed]:
+    stored = svc.gate.propose(project, candidate_id, call.actor(project), call.header("if-match"),
+                              call.idempotency_key)
+    return respond("propose", stored, etag=stored.plan_digest)
 
 
 def put_plan(project: str, candidate_id: str, body: Annotated[dict[str, Any], Body()], svc: Svc,
-             call: Caller) -> Answer:
+             call: Caller) -> Response[PlanStored]:
     # The plan is judged by preflight, not by the route's validation: every problem is one finding.
-    return respond(svc.gate.put_plan(project, candidate_id, call.actor(project), body, call.header("if-match")))
+    stored = svc.gate.put_plan(project, candidate_id, call.actor(project), body, call.header("if-match"))
+    return respond("put_plan", stored, etag=stored.plan_digest)
 
 
 # ---- reviews ------------------------------------------------------------------------------------------
 
 def review(project: str, candidate_id: str, body: Annotated[ReviewRequest, Body()], svc: Svc,
-           call: Caller) -> Answer:
-    return respond(svc.gate.review(project, candidate_id, call.actor(project), body, call.idempotency_key))
+           call: Caller) -> Response[ReviewRecorded]:
+    return respond("review", svc.gate.review(project, candidate_id, call.actor(project), body,
+                                             call.idempotency_key))
 
 
 def settle(project: str, candidate_id: str, task_id: str, body: Annotated[SettlementRequest, Body()], svc: Svc,
-           call: Caller) -> Answer:
-    return respond(svc.gate.settle(project, candidate_id, task_id, call.actor(project), body,
-                                   call.idempotency_key))
+           call: Caller) -> Response[TaskSettled]:
+    return respond("settle", svc.gate.settle(project, candidate_id, task_id, call.actor(project), body,
+                                             call.idempotency_key))
 
 
 # ---- actions, evidence, reports, decisions ------------------------------------------------------------
 
 def execute(project: str, candidate_id: str, action_id: str, body: Annotated[ExecutionRequest, Body()], svc: Svc,
-            call: Caller) -> Answer:
-    return respond(svc.gate.execute(project, candidate_id, action_id, call.actor(project), body,
-                                    call.idempotency_key))
+            call: Caller) -> Response[ActionExecuted]:
+    return respond("execute", svc.gate.execute(project, candidate_id, action_id, call.actor(project), body,
+                                               call.idempotency_key))
 
 
 def post_evidence(project: str, candidate_id: str, body: Annotated[EvidenceRequest, Body()], svc: Svc,
-                  call: Caller) -> Answer:
-    return respond(svc.gate.post_evidence(project, candidate_id, call.actor(project), body, call.idempotency_key))
+                  call: Caller) -> Response[EvidenceRecorded]:
+    return respond("post_evidence", svc.gate.post_evidence(project, candidate_id, call.actor(project), body,
+                                                           call.idempotency_key))
 
 
 def report(project: str, candidate_id: str, task_id: str, body: Annotated[ReportRequest, Body()], svc: Svc,
-           call: Caller) -> Answer:
-    return respond(svc.gate.report(project, candidate_id, task_id, call.actor(project), body,
-                                   call.idempotency_key))
+           call: Caller) -> Response[ReportAttempt]:
+    return respond("report", svc.gate.report(project, candidate_id, task_id, call.actor(project), body,
+                                             call.idempotency_key))
 
 
 def get_decision(project: str, candidate_id: str, svc: Svc, call: Caller,
-                 as_of: Annotated[str | None, Query()] = None) -> Answer:
-    result = svc.gate.decision(project, candidate_id, call.actor(project), as_of)
-    decision_metrics.emit(result.body, False, svc.settings.runtime)
-    return respond(result)
+                 as_of: Annotated[str | None, Query()] = None) -> Response[DecisionView]:
+    view = svc.gate.decision(project, candidate_id, call.actor(project), as_of)
+    decision_metrics.emit(view, False, svc.settings.runtime)
+    return respond("get_decision", view)
 
 
-def record_decision(project: str, candidate_id: str, svc: Svc, call: Caller) -> Answer:
-    result = svc.gate.record_decision(project, candidate_id, call.actor(project), call.idempotency_key)
-    if not result.replayed:
-        decision_metrics.emit(result.body, result.status == 201, svc.settings.runtime)
-    return respond(result)
+def record_decision(project: str, candidate_id: str, svc: Svc, call: Caller
+                    ) -> Response[DecisionRecorded | DecisionNotRecorded]:
+    outcome = svc.gate.record_decision(project, candidate_id, call.actor(project), call.idempotency_key)
+    if isinstance(outcome, DecisionNotRecorded):
+        decision_metrics.emit(outcome, False, svc.settings.runtime)
+        return respond("record_decision", outcome, status=NOT_RECORDED_STATUS)
+    if not outcome.replayed:
+        decision_metrics.emit(outcome, True, svc.settings.runtime)
+    return respond("record_decision", outcome)
 
 
 # Every operation of the route table but the OpenAPI document's own (openapi_document.openapi), by name.
-ENDPOINTS: dict[str, Callable[..., Answer]] = {
+ENDPOINTS: dict[str, Callable[..., Response[Any]]] = {
     f.__name__: f for f in (
         health, whoami, put_config, get_config, put_policy, list_policies, get_policy, project_audit,
         create_candidate, add_change_context, find_candidates, get_candidate, candidate_audit, propose, put_plan,

@@ -1,6 +1,7 @@
 """The resolver of each function: the route table's operations bound to their endpoints, and the refusals
 turned into problem documents, by type, in one place."""
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -18,6 +19,8 @@ from sentinel_service.http.problems import problem_body, problem_response
 from sentinel_service.http.routes import ROUTES, route_for
 
 Endpoints = Mapping[str, Callable[..., Any]]
+# How an outcome's JSON becomes the body's text: as the problem documents are written (UTF-8 kept as it is).
+SERIALIZE = functools.partial(json.dumps, ensure_ascii=False)
 
 
 def _problem(status: int, code: str, title: str, detail: str, findings: list[dict[str, Any]] | None = None
@@ -44,7 +47,7 @@ def _invalid_body_code(app: APIGatewayHttpResolver) -> str:
 def build_resolver(function: str | None, endpoints: Endpoints) -> APIGatewayHttpResolver:
     """The resolver of one function (None: every route, as the OpenAPI document sees it), each route answered by
     the endpoint its operation names in `endpoints`."""
-    app = APIGatewayHttpResolver(enable_validation=True)
+    app = APIGatewayHttpResolver(enable_validation=True, serializer=SERIALIZE)
 
     @app.exception_handler(Refusal)
     def refused(error: Refusal) -> Response[str]:

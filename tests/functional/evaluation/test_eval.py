@@ -126,7 +126,7 @@ def test_an_agent_certifying_its_own_evidence_is_caught(catalog, monkeypatch) ->
 
 def test_self_approval_through_a_sponsor_is_caught(catalog, monkeypatch) -> None:
     # Given a gate that (wrongly) excludes nobody from approving
-    monkeypatch.setattr("sentinel_domain.usecases.excluded_approvers", lambda _state, _digest: set())
+    monkeypatch.setattr("sentinel_domain.usecases.reviews.excluded_approvers", lambda _state, _digest: set())
     report = run_batch([catalog["self_approval_through_a_sponsor"]])
     assert not report["passed"]
     assert report["counters"]["identity_boundary_failure_count"] >= 2
@@ -143,7 +143,7 @@ def test_evidence_bound_to_another_subject_that_decides_is_caught(catalog, monke
 
 def test_an_execution_without_approval_is_an_unauthorized_side_effect(catalog, monkeypatch) -> None:
     # Given a gate whose executions (wrongly) see every plan as approved
-    monkeypatch.setattr("sentinel_domain.usecases.approval_status", lambda *_args: (None, "9999-12-31T00:00:00.000000Z"))
+    monkeypatch.setattr("sentinel_domain.usecases.actions.approval_status", lambda *_args: (None, "9999-12-31T00:00:00.000000Z"))
     report = run_batch([catalog["approval_missing"]])
     assert not report["passed"]
     assert report["counters"]["unauthorized_side_effect_count"] >= 2

@@ -91,16 +91,16 @@ def seeded_world() -> tuple[World, dict[str, str]]:
     cid = world.candidate(files=FILES)["candidate_id"]
     gate.add_change_context(PROJECT, cid, CI, ChangeContextRequest.model_validate({"change": {"files": FILES}}),
                             None)
-    proposal = gate.propose(PROJECT, cid, REQUESTER, None, None).body
+    proposal = gate.propose(PROJECT, cid, REQUESTER, None, None).as_json()
     checks = [c["check_id"] for t in proposal["plan"]["tasks"] for c in t["checks"]]
     plan = dict(proposal["plan"], actions=[{"action_id": "A1", "type": "dispatch_checks",
                                             "params": {"checks": checks}, "max_executions": 2}])
-    digest = gate.put_plan(PROJECT, cid, REQUESTER, plan, proposal["plan_digest"]).body["plan_digest"]
+    digest = gate.put_plan(PROJECT, cid, REQUESTER, plan, proposal["plan_digest"]).plan_digest
     gate.review(PROJECT, cid, REVIEWER, ReviewRequest(decision="approve", plan_digest=digest, revision=REV), None)
     evidence = gate.post_evidence(PROJECT, cid, CI, EvidenceRequest.model_validate({
         "check_id": "C1", "subject": "payments", "revision": REV, "environment": "staging",
         "scope": ["payments-api"], "observed_at": "2026-11-29T11:59:00Z", "source": {"system": "ci"},
-        "junit_xml": JUNIT}), None).body
+        "junit_xml": JUNIT}), None).as_json()
     return world, {"candidate_id": cid, "plan_digest": digest, "evidence_id": evidence["evidence_id"]}
 
 

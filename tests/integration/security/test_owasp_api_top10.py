@@ -135,17 +135,17 @@ def seeded_world() -> tuple[World, dict[str, Any]]:
                        actor("ci-bot", "ci", "publisher", "requester"), actor("rita", "human", "reviewer"))
     cid = world.candidate(by=agent)["candidate_id"]
     g.add_change_context("demo", cid, ci, ChangeContextRequest.model_validate({"change": {"files": FILES}}), None)
-    proposal = g.propose("demo", cid, agent, None, None).body
+    proposal = g.propose("demo", cid, agent, None, None).as_json()
     plan = dict(proposal["plan"], actions=[{"action_id": "A1", "type": "dispatch_checks",
                                             "params": {"checks": ["C1"]}, "max_executions": 2}])
-    digest = g.put_plan("demo", cid, agent, plan, proposal["plan_digest"]).body["plan_digest"]
+    digest = g.put_plan("demo", cid, agent, plan, proposal["plan_digest"]).plan_digest
     g.review("demo", cid, rita, ReviewRequest(decision="approve", plan_digest=digest, revision=REV), None)
     g.execute("demo", cid, "A1", agent, ExecutionRequest(plan_digest=digest, params={"checks": ["C1"]}), "k1")
-    ev = g.post_evidence("demo", cid, ci, EvidenceRequest.model_validate(evidence_body()), None).body
+    ev = g.post_evidence("demo", cid, ci, EvidenceRequest.model_validate(evidence_body()), None).as_json()
     g.report("demo", cid, "T1", agent, ReportRequest.model_validate({
         "plan_digest": digest, "status": "completed", "checks": [{"check_id": "C1", "evidence_id": ev["evidence_id"]}]
     }), None)
-    assert g.record_decision("demo", cid, agent, None).body["decision"] == "ready"
+    assert g.record_decision("demo", cid, agent, None).decision == "ready"
     ids.update(cid=cid, digest=digest, plan=plan)
     # The second project, with its own policies, configuration and candidate.
     bob = actor("bob", "human", "admin", "auditor", "requester", "reviewer")
@@ -154,7 +154,7 @@ def seeded_world() -> tuple[World, dict[str, Any]]:
     g.put_policy("other", "lint", bob, Policy.model_validate(LINT_POLICY))
     g.put_config("other", bob, ProjectConfig.model_validate(dict(CONFIG, change_context_publishers=["ci-other"])), None)
     other = g.create_candidate("other", bob, __import__("sentinel_domain.models", fromlist=["CandidateRequest"])
-                               .CandidateRequest.model_validate(new_candidate()), None).body["candidate_id"]
+                               .CandidateRequest.model_validate(new_candidate()), None).candidate_id
     ids["other_cid"] = other
     return world, ids
 

@@ -43,9 +43,9 @@ def finished(moto: Any, tables: Tables) -> dict[str, Frozen]:
     files = [f"services/payments/module_{n:05d}/handler.py" for n in range(15_000)]
     big = world.gate.create_candidate(PROJECT, REQUESTER, CandidateRequest.model_validate({
         "subject": "payments", "base_revision": BASE, "revision": "c" * 40, "environment": "staging",
-        "change": {"files": files}}), None).body
+        "change": {"files": files}}), None).as_json()
     points["end"] = world.freeze()
-    points["big"] = big["candidate_id"]  # type: ignore[assignment]
+    points["big"] = big["candidate_id"]  # type: ignore[assignment]  # its id rides with the frozen points
     world.drop()
     return points
 
@@ -125,11 +125,11 @@ def assert_caught(world: DynamoWorld, candidate_id: str, first_bad: int, *, proj
     gate: Gate = world.gate
     ref = StreamRef(PROJECT, None if project_chain else candidate_id)
     # Then verification names the first event whose link no longer holds
-    verification = gate.audit(ref, AUDITOR, 500, None).body["verification"]
+    verification = gate.audit(ref, AUDITOR, 500, None).as_json()["verification"]
     assert verification["valid"] is False and verification["first_bad_seq"] == first_bad, verification
     # And the decision holds with STATE_TAMPERED, read or recorded: never ready
     read = gate.evaluate(PROJECT, candidate_id, REQUESTER)
-    assert read.decision == "hold" and "STATE_TAMPERED" in {f["code"] for f in read.findings}, read.findings
+    assert read.decision == "hold" and "STATE_TAMPERED" in {f.code for f in read.findings}, read.findings
     recorded = outcome(lambda: gate.record_decision(PROJECT, candidate_id, REQUESTER, None))
     assert recorded.body.get("decision") == "hold", recorded
     assert "STATE_TAMPERED" in {f["code"] for f in recorded.body["findings"]}
@@ -295,7 +295,7 @@ def test_a_tail_cut_behind_the_newest_checkpoint_is_named(tampered: Any) -> None
     table.delete(table.sk(length - 1))
     table.move_head(length - 2, table.event(length - 2)["hash"])
     world.gate.checkpoints = None
-    alone = world.gate.audit(StreamRef(PROJECT, world.flow.candidate_id), AUDITOR, 500, None).body["verification"]
+    alone = world.gate.audit(StreamRef(PROJECT, world.flow.candidate_id), AUDITOR, 500, None).as_json()["verification"]
     assert alone["valid"] is True
     # When the archive's newest checkpoint is consulted
     world.gate.checkpoints = archive

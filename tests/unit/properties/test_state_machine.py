@@ -46,9 +46,11 @@ from sentinel_domain.models import (
     ReviewRequest,
     SettlementRequest,
 )
+from sentinel_domain.outcomes import Replayable
 from sentinel_domain.ports import StreamRef
 from sentinel_domain.times import format_time
 from sentinel_domain.usecases import Gate
+from sentinel_service.http.problems import refusal_status
 from support.world import (
     ADMIN,
     AUDITOR,
@@ -401,18 +403,19 @@ class GateMachine(RuleBasedStateMachine):
         except Refusal as refusal:
             hypothesis.event(f"{operation}: {refusal.code}")
             assert unchanged(before, snapshot(self.world)), f"refused {refusal.code} but the store changed"
-            return Outcome(refusal.status, refusal.code, None)
-        hypothesis.event(f"{operation}: {'replayed' if result.replayed else 'accepted'}")
-        if result.replayed:
+            return Outcome(refusal_status(refusal), refusal.code, None)
+        replayed = isinstance(result, Replayable) and result.replayed
+        hypothesis.event(f"{operation}: {'replayed' if replayed else 'accepted'}")
+        if replayed:
             assert unchanged(before, snapshot(self.world)), "a replay changed the store"
-            return Outcome(result.status, None, result.body, replayed=True)
+            return Outcome(None, None, result.as_json(), replayed=True)
         after = {ref: len(s.events) for ref, s in self.world.store.streams.items()}
         grown = {ref: after[ref] - lengths.get(ref, 0) for ref in after if after[ref] != lengths.get(ref, 0)}
         assert list(grown.values()) == [1], f"an accepted write must append exactly one event, got {grown}"
         if chain is not None:
             assert StreamRef(PROJECT, chain) in grown or chain == "new", grown
         assert len(self.world.store.outbox) - len(before[3]) == outbox
-        return Outcome(result.status, None, result.body)
+        return Outcome(None, None, result.as_json())
 
     def pick(self, index: int) -> Candidate:
         return list(self.model.candidates.values())[index % len(self.model.candidates)]
@@ -720,7 +723,7 @@ class GateMachine(RuleBasedStateMachine):
         record = self.model.keys.get((c.cid, action, key or ""))
         if record is not None and code is None and result.replayed:
             # Rule 17: the same key, caller and request replays the first success and causes nothing.
-            assert (record[0], record[1]) == (who.id, request.model_dump(mode="json")) and result.body == record[2]
+            assert (record[0], record[1]) == (who.id, request.model_dump(mode="json")) and result.as_json() == record[2]
             assert grown == 0
             return
         if code is not None:
@@ -739,9 +742,9 @@ class GateMachine(RuleBasedStateMachine):
         assert grown == 1
         item = self.world.store.outbox[-1]
         assert (item["candidate_id"], item["action_id"], item["plan_digest"]) == (c.cid, action, digest)
-        c.executions.append({"digest": digest, "action_id": action, "execution_id": result.body["execution_id"]})
+        c.executions.append({"digest": digest, "action_id": action, "execution_id": result.execution_id})
         c.writes += 1
-        self.model.keys[(c.cid, action, key)] = (who.id, request.model_dump(mode="json"), result.body)
+        self.model.keys[(c.cid, action, key)] = (who.id, request.model_dump(mode="json"), result.as_json())
 
     # ---- evidence and reports ---------------------------------------------------------------------------
 
@@ -888,7 +891,7 @@ class GateMachine(RuleBasedStateMachine):
         c = self.pick(index)
         instants = self.boundaries(c)
         at = instants[which % len(instants)] + timedelta(microseconds=nudge)
-        verdict = self.gate.decision(PROJECT, c.cid, AUDITOR, format_time(at)).body
+        verdict = self.gate.decision(PROJECT, c.cid, AUDITOR, format_time(at)).as_json()
         assert (verdict["decision"] == "ready") == self.model.ready(c, at), (at, verdict["findings"])
 
     def ready_now(self) -> list[Candidate]:
@@ -984,7 +987,7 @@ class GateMachine(RuleBasedStateMachine):
         for edge in sorted(set(edges))[-6:]:
             for nudge in (-1, 0):
                 at = edge + timedelta(microseconds=nudge)
-                verdict = self.gate.decision(PROJECT, c.cid, AUDITOR, format_time(at)).body
+                verdict = self.gate.decision(PROJECT, c.cid, AUDITOR, format_time(at)).as_json()
                 assert (verdict["decision"] == "ready") == self.model.ready(c, at), (at, verdict["findings"])
 
     # ---- steering: one correct step towards ready, through the same operations -------------------------

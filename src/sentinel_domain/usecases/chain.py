@@ -1,0 +1,257 @@
+"""The chain transaction every use case runs in: read a chain and check it is intact, fold its state, append
+one fact with its audit event and the chain's new head in one conditional write, re-judge on a lost race, and
+keep (and replay) the first success of an idempotent request.
+
+The use cases hold the rules; this holds the plumbing, once."""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from .. import audit
+from ..canonical import canonical_text, digest
+from ..errors import Refusal, StoreConflict, StoreUnavailable
+from ..models import REVISION, Actor, ProjectConfig
+from ..outcomes import Outcome, Replayable
+from ..ports import Append, Checkpoints, Clock, IdempotencyRecord, Ids, StateStore, Stream, StreamRef
+from ..reviews import approval_status
+from ..state import CandidateState, ProjectState, parse_facts
+from ..times import format_time, plus_seconds
+
+RETRIES = 4
+LEASE_SECONDS = 30
+OPERATOR = "operator"
+
+T = TypeVar("T", bound=Outcome)
+R = TypeVar("R", bound=Replayable)
+
+
+def unavailable(detail: str) -> Refusal:
+    return Refusal("STATE_UNAVAILABLE", detail)
+
+
+def need(actor: Actor, *roles: str) -> None:
+    """No role in the project: it does not exist for you. A role, but the wrong one: 403."""
+    if not actor.roles:
+        raise Refusal("NOT_FOUND", "no such project")
+    if roles and not set(roles) & set(actor.roles):
+        raise Refusal("FORBIDDEN_ROLE", f"this needs one of the roles {', '.join(roles)} in the project")
+
+
+def full_revision(value: str, field_name: str = "revision") -> str:
+    if not isinstance(value, str) or not REVISION.match(value):
+        raise Refusal("MUTABLE_REVISION", f"{field_name} must be a full commit id (40 or 64 hex characters), "
+                      f"not {str(value)[:80]!r}")
+    return value.lower()
+
+
+def if_match_value(header: str | None) -> str | None:
+    if header is None:
+        return None
+    value = header.strip()
+    if value.startswith("W/"):
+        value = value[2:]
+    return value.strip('"')
+
+
+def claim_key(subject: str, revision: str, environment: str) -> str:
+    return digest([subject, revision, environment])
+
+
+def state_facts(state: CandidateState) -> list[dict[str, Any]]:
+    """The facts a state was folded from, in chain order."""
+    facts = [*state.contexts, *state.plans, *state.reviews, *state.evidence, *state.reports, *state.settlements,
+             *state.executions, *state.decisions]
+    return sorted(facts, key=lambda f: int(f["_seq"]))
+
+
+def with_fact(state: CandidateState, fact: dict[str, Any], seq: int) -> CandidateState:
+    """The state once `fact` is appended at `seq`."""
+    return CandidateState.from_facts([*state_facts(state), dict(fact, _seq=seq, _digest="")])
+
+
+def candidate_head(state: CandidateState, config: ProjectConfig) -> dict[str, Any]:
+    """What executions re-check inside their transaction: the plan digest and how long it is approved."""
+    _code, until = approval_status(state, config, "")
+    return {"plan_digest": state.plan_digest or "", "approval_valid_until": until or ""}
+
+
+@dataclass
+class CommitRequest:
+    """One fact to append to the chain it was judged against, and what rides in the same write.
+
+    The fact's `type` names its audit event and its `recorded_at` dates it. The write holds only while the
+    chain is still at `stream.seq` (and, where named, the head still carries `require_plan_digest`, its
+    approval is still valid at `require_approval_after`, and the project chain is still at
+    `require_project_seq`); otherwise it is judged again from a fresh read."""
+
+    stream: Stream
+    actor_id: str
+    fact: dict[str, Any]
+    head: dict[str, Any] = field(default_factory=dict)  # what the new head carries besides its seq and hash
+    outbox: list[dict[str, Any]] = field(default_factory=list)
+    idempotency: IdempotencyRecord | None = None
+    claim: tuple[str, str] | None = None  # (uniqueness key, candidate id) for a new candidate
+    require_plan_digest: str | None = None
+    require_approval_after: str | None = None
+    require_project_seq: int | None = None
+
+
+class Chain:
+    """Reads and writes of the audit chains, on the store, the clock and the ids the gate was built with."""
+
+    def __init__(self, store: StateStore, clock: Clock, ids: Ids, checkpoints: Checkpoints | None = None) -> None:
+        self.store = store
+        self.clock = clock
+        self.ids = ids
+        self.checkpoints = checkpoints
+
+    def now(self) -> str:
+        return format_time(self.clock.now())
+
+    # ---- reads ---------------------------------------------------------------------------------------
+
+    def verify(self, stream: Stream) -> audit.Verification:
+        """The whole chain, its facts and head, and (where the archive is reachable) its newest checkpoint."""
+        checkpoint = None
+        if self.checkpoints is not None:
+            try:
+                checkpoint = self.checkpoints.newest(stream.ref)
+            except Exception:  # an unreachable archive leaves the chain's own checks standing
+                checkpoint = None
+        return audit.AuditChain.verify(stream.ref.project, stream.ref.candidate_id, stream.events, stream.facts,
+                                       stream.head, checkpoint)
+
+    def load(self, ref: StreamRef) -> Stream | None:
+        try:
+            return self.store.load(ref)
+        except StoreUnavailable as error:
+            raise unavailable("the state store could not be read; retry shortly") from error
+
+    def find_claim(self, project: str, key: str) -> str | None:
+        try:
+            return self.store.find_claim(project, key)
+        except StoreUnavailable as error:
+            raise unavailable("the state store could not be read; retry shortly") from error
+
+    def project(self, project: str) -> tuple[Stream, ProjectState]:
+        stream = self.load(StreamRef(project))
+        if stream is None or not stream.facts:
+            raise Refusal("NOT_FOUND", "no such project")
+        if not stream.complete:
+            raise unavailable("the project's chain is larger than one read may page through; nothing was changed")
+        self.require_intact(stream)
+        try:
+            return stream, ProjectState.from_facts(project, stream.facts)
+        except (ValueError, KeyError, TypeError) as error:
+            raise unavailable("a stored fact of the project cannot be read; nothing was changed") from error
+
+    def candidate(self, project: str, candidate_id: str, as_of: str | None = None
+                  ) -> tuple[Stream, CandidateState]:
+        stream = self.load(StreamRef(project, candidate_id))
+        if stream is None or not stream.facts:
+            raise Refusal("NOT_FOUND", "no such candidate")
+        if not stream.complete:
+            raise unavailable("the candidate's chain is larger than one read may page through; nothing was changed")
+        self.require_intact(stream)
+        try:
+            return stream, CandidateState.from_facts(parse_facts(stream.facts), as_of)
+        except (ValueError, KeyError, TypeError, LookupError) as error:
+            raise unavailable("a stored fact of the candidate cannot be read; nothing was changed") from error
+
+    def require_intact(self, stream: Stream) -> None:
+        """Nothing is judged from facts the chain no longer vouches for: a tampered chain refuses every write
+        (and every read that would act on it) until an operator restores it; decisions hold with STATE_TAMPERED."""
+        verification = self.verify(stream)
+        if not verification.valid:
+            raise unavailable(f"the audit chain fails verification at seq {verification.first_bad_seq} "
+                              f"({verification.reason}); nothing was changed: an operator must restore it")
+
+    @staticmethod
+    def config(project_state: ProjectState, as_of: str | None = None) -> ProjectConfig:
+        config = project_state.config(as_of)
+        if config is None:
+            raise Refusal("VALIDATION_FAILED", "the project has no configuration yet: an admin must PUT .../config")
+        return config
+
+    # ---- the write -----------------------------------------------------------------------------------
+
+    def commit(self, request: CommitRequest, outcome: Callable[[int], T]) -> T:
+        """Append the fact, its event and the new head in one write; the outcome names the new seq. An
+        idempotent request's record completes in the same write, keeping the outcome for replay."""
+        stream, fact = request.stream, request.fact
+        fact_text = canonical_text(fact)
+        event = audit.next_event(stream.ref.project, stream.ref.candidate_id, stream.seq, stream.head_hash,
+                                 fact["type"], request.actor_id, fact["recorded_at"], fact_text)
+        answer = outcome(event["seq"])
+        idem = request.idempotency
+        if idem is not None:
+            idem.status, idem.response_body = "completed", answer.as_json()
+        new_head = {"seq": event["seq"], "hash": event["hash"], **request.head}
+        try:
+            self.store.append(Append(stream.ref, stream.seq, event, fact_text, new_head, request.outbox, idem,
+                                     request.claim, request.require_plan_digest, request.require_approval_after,
+                                     request.require_project_seq))
+        except StoreUnavailable as error:
+            raise unavailable("the change could not be written; nothing was changed, retry shortly") from error
+        return answer
+
+    def retrying(self, attempt: Callable[[], T]) -> T:
+        """A lost race re-reads and re-judges; nothing is written from stale reads."""
+        for _ in range(RETRIES):
+            try:
+                return attempt()
+            except StoreConflict:
+                continue
+        raise unavailable("the candidate changed concurrently too often; retry shortly")
+
+    def idempotent(self, ref: StreamRef, scope: str, key: str | None, actor: Actor, request: Any,
+                   run: Callable[[IdempotencyRecord | None], R], answers: type[R]) -> R:
+        """Rule 17: the same key, caller and request replays the first success and appends nothing. The
+        stored success is read back as the `answers` outcome it was, marked replayed."""
+        if key is None:
+            return self.retrying(lambda: run(None))
+        if not 1 <= len(key) <= 255:
+            raise Refusal("VALIDATION_FAILED", "Idempotency-Key must be 1 to 255 characters")
+        try:
+            request_hash = digest(request)
+        except (ValueError, TypeError, OverflowError) as error:  # e.g. an integer JSON cannot carry exactly
+            raise Refusal("VALIDATION_FAILED", f"the request cannot be canonicalised: {error}") from error
+        now = self.now()
+        record = IdempotencyRecord(ref, scope, key, actor.id, request_hash, claimed_at=now,
+                                   lease_until=plus_seconds(now, LEASE_SECONDS))
+        for _ in range(RETRIES):
+            try:
+                existing = self.store.idempotency_get(ref, scope, key)
+                if existing is None or (existing.status == "in_progress" and existing.lease_until <= now):
+                    if self.store.idempotency_begin(record):
+                        break
+                    continue
+            except StoreUnavailable as error:
+                raise unavailable("the idempotency record could not be read; retry shortly") from error
+            if existing.caller != actor.id or existing.request_hash != request_hash:
+                raise Refusal("IDEMPOTENCY_CONFLICT", "this Idempotency-Key was used by another caller or with "
+                              "another request; use a new key")
+            if existing.status == "completed" and existing.response_body is not None:
+                return self._replay(existing.response_body, answers)
+            raise Refusal("IDEMPOTENCY_IN_PROGRESS", "a request with this Idempotency-Key is still in progress")
+        else:
+            raise Refusal("IDEMPOTENCY_IN_PROGRESS", "the key is contended; retry shortly")
+        try:
+            return self.retrying(lambda: run(record))
+        except BaseException:
+            try:
+                self.store.idempotency_release(record)
+            except StoreUnavailable:
+                pass  # the lease lapses by itself
+            raise
+
+    @staticmethod
+    def _replay(stored: dict[str, Any], answers: type[R]) -> R:
+        try:
+            first = answers.model_validate(stored)
+        except ValidationError as error:  # a record this release cannot read is never answered as something else
+            raise unavailable("the stored answer to this Idempotency-Key cannot be read") from error
+        return first.model_copy(update={"replayed": True})
