@@ -8,7 +8,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export CDK_DISABLE_VERSION_CHECK := 1
 
-.PHONY: setup dev demo test lint unit clean
+.PHONY: setup dev demo test lint format unit clean
 
 setup: $(STAMP)
 
@@ -26,12 +26,17 @@ demo: setup
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy -p sentinel_domain -p sentinel_service
 
 test: lint
 	$(BIN)/python -m pytest -n 2
 	$(BIN)/sentinel eval
+
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
 
 unit: setup
 	$(BIN)/python -m pytest tests/unit
