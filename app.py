@@ -27,13 +27,17 @@ def cdk_json_context() -> dict[str, Any]:
     return dict(json.loads(CDK_JSON.read_text()).get("context", {}))
 
 
-def build_app(context: Mapping[str, Any] | None = None, *, outdir: str | None = None,
-              build_dir: Path = packaging.BUILD) -> tuple[cdk.App, SentinelStack]:
+def build_app(
+    context: Mapping[str, Any] | None = None, *, outdir: str | None = None, build_dir: Path = packaging.BUILD
+) -> tuple[cdk.App, SentinelStack]:
     """The app and its one stack. `context` overrides cdk.json (the CLI's -c values override both)."""
     app = cdk.App(context={**cdk_json_context(), **dict(context or {})}, outdir=outdir)
     config = DeploymentConfig.from_context(app.node.try_get_context)
     stack = SentinelStack(
-        app, names.stack_name(config.stage), config=config, packages=packaging.read_digests(build_dir),
+        app,
+        names.stack_name(config.stage),
+        config=config,
+        packages=packaging.read_digests(build_dir),
         description=f"Sentinel ({config.stage}): a fail-closed readiness gate for changes made by coding agents",
     )
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))

@@ -9,8 +9,9 @@ from bench.common import ensure_repo_on_path, median, r, section_main, timed
 SIZES = (10_000, 100_000)
 
 
-def build_chain(n: int, project: str = "bench", candidate_id: str | None = "cand_audit"
-                ) -> tuple[list[dict[str, Any]], dict[int, str], dict[str, Any]]:
+def build_chain(
+    n: int, project: str = "bench", candidate_id: str | None = "cand_audit"
+) -> tuple[list[dict[str, Any]], dict[int, str], dict[str, Any]]:
     from sentinel_domain import audit
     from sentinel_domain.canonical import canonical_text
 
@@ -19,10 +20,12 @@ def build_chain(n: int, project: str = "bench", candidate_id: str | None = "cand
     prev_hash = None
     for seq in range(1, n + 1):
         at = f"2026-11-29T12:{seq // 1_000_000 % 60:02d}:00.{seq % 1_000_000:06d}Z"  # increasing up to 60M
-        text = canonical_text({"type": "task.reported", "task_id": f"T{seq}", "attempt": 1, "passes": True,
-                               "recorded_at": at})
-        event = audit.next_event(project, candidate_id, seq - 1, prev_hash, "task.reported", "agent-bench", at,
-                                 text)
+        text = canonical_text(
+            {"type": "task.reported", "task_id": f"T{seq}", "attempt": 1, "passes": True, "recorded_at": at}
+        )
+        event = audit.next_event(
+            project, candidate_id, seq - 1, prev_hash, "task.reported", "agent-bench", at, text
+        )
         events.append(event)
         facts[seq] = text
         prev_hash = event["hash"]
@@ -43,17 +46,31 @@ def run(quick: bool) -> dict[str, Any]:
         checkpoint = {"seq": n // 2, "hash": events[n // 2 - 1]["hash"]}
         result = AuditChain.verify("bench", "cand_audit", events, facts, head, checkpoint)
         assert result.valid, result
-        runs = timed(lambda e=events, f=facts, h=head, c=checkpoint: AuditChain.verify("bench", "cand_audit", e, f,
-                                                                                        h, c),
-                     3 if n <= 10_000 else 1, budget_s=20)
+        runs = timed(
+            lambda e=events, f=facts, h=head, c=checkpoint: AuditChain.verify(
+                "bench", "cand_audit", e, f, h, c
+            ),
+            3 if n <= 10_000 else 1,
+            budget_s=20,
+        )
         seconds = median(runs)
-        rows.append({"events": n, "build_s": r(build, 2), "verify_s": r(seconds, 3),
-                     "events_per_s": r(n / seconds, 0), "us_per_event": r(seconds / n * 1e6, 1),
-                     "runs": len(runs)})
+        rows.append(
+            {
+                "events": n,
+                "build_s": r(build, 2),
+                "verify_s": r(seconds, 3),
+                "events_per_s": r(n / seconds, 0),
+                "us_per_event": r(seconds / n * 1e6, 1),
+                "runs": len(runs),
+            }
+        )
     ratio = rows[-1]["verify_s"] / rows[0]["verify_s"]
-    return {"rows": rows, "growth": {"size_ratio": sizes[-1] / sizes[0], "time_ratio": r(ratio, 2)},
-            "note": "each event costs one RFC 8785 canonicalisation and two SHA-256 (event hash, fact digest); "
-                    "the chain is checked end to end with its head and a checkpoint"}
+    return {
+        "rows": rows,
+        "growth": {"size_ratio": sizes[-1] / sizes[0], "time_ratio": r(ratio, 2)},
+        "note": "each event costs one RFC 8785 canonicalisation and two SHA-256 (event hash, fact digest); "
+        "the chain is checked end to end with its head and a checkpoint",
+    }
 
 
 if __name__ == "__main__":

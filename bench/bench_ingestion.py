@@ -37,11 +37,22 @@ LARGEST = CORPUS / "junit" / "producers" / "jest-junit-jest-repo-4239-tests-larg
 RESULTS = REPO / "bench" / "results" / "ingestion.json"
 LIMIT = 2 * 1024 * 1024
 
-POLICY = Policy.model_validate({"check_type": "unit", "command": "pytest -q {scope}", "expected_exit_code": 0,
-                                "max_evidence_age_seconds": 86400, "min_tests": 1})
-CONFIG = ProjectConfig.model_validate({"environments": ["staging"], "unclassified_policy": "unit-tests",
-                                       "derivation_rules": [{"openapi": "api", "policy_id": "unit-tests",
-                                                             "per": "operation"}]})
+POLICY = Policy.model_validate(
+    {
+        "check_type": "unit",
+        "command": "pytest -q {scope}",
+        "expected_exit_code": 0,
+        "max_evidence_age_seconds": 86400,
+        "min_tests": 1,
+    }
+)
+CONFIG = ProjectConfig.model_validate(
+    {
+        "environments": ["staging"],
+        "unclassified_policy": "unit-tests",
+        "derivation_rules": [{"openapi": "api", "policy_id": "unit-tests", "per": "operation"}],
+    }
+)
 
 
 def timings(action: Callable[[], Any], repeat: int) -> list[float]:
@@ -54,8 +65,12 @@ def timings(action: Callable[[], Any], repeat: int) -> list[float]:
 
 
 def summary(seconds: list[float]) -> dict[str, float]:
-    return {"median_ms": round(statistics.median(seconds) * 1000, 3), "min_ms": round(min(seconds) * 1000, 3),
-            "max_ms": round(max(seconds) * 1000, 3), "runs": len(seconds)}
+    return {
+        "median_ms": round(statistics.median(seconds) * 1000, 3),
+        "min_ms": round(min(seconds) * 1000, 3),
+        "max_ms": round(max(seconds) * 1000, 3),
+        "runs": len(seconds),
+    }
 
 
 # ---- JUnit throughput -----------------------------------------------------------------------------------
@@ -92,22 +107,33 @@ def junit_throughput(repeat: int) -> dict[str, Any]:
     ours = parse_junit(text)
     theirs = with_junitparser()
     rows = {}
-    for name, action in (("sentinel_domain.junit.parse_junit", lambda: parse_junit(text)),
-                         ("junitparser.JUnitXml.fromstring + classify", with_junitparser),
-                         ("junitparser.JUnitXml.fromstring only", lambda: JUnitXml.fromstring(text))):
+    for name, action in (
+        ("sentinel_domain.junit.parse_junit", lambda: parse_junit(text)),
+        ("junitparser.JUnitXml.fromstring + classify", with_junitparser),
+        ("junitparser.JUnitXml.fromstring only", lambda: JUnitXml.fromstring(text)),
+    ):
         action()  # warm
         seconds = timings(action, repeat)
         median = statistics.median(seconds)
-        rows[name] = {**summary(seconds), "mb_per_s": round(size / median / 1e6, 1),
-                      "cases_per_s": round(4239 / median)}
+        rows[name] = {
+            **summary(seconds),
+            "mb_per_s": round(size / median / 1e6, 1),
+            "cases_per_s": round(4239 / median),
+        }
         tracemalloc.start()
         action()
         rows[name]["peak_python_mb"] = round(tracemalloc.get_traced_memory()[1] / 1e6, 2)
         tracemalloc.stop()
-    return {"file": LARGEST.name, "bytes": size, "junitparser_version": junitparser.version,
-            "counts": {"sentinel": [ours.tests, ours.failures, ours.errors, ours.skipped],
-                       "junitparser": list(theirs)},
-            "parsers": rows}
+    return {
+        "file": LARGEST.name,
+        "bytes": size,
+        "junitparser_version": junitparser.version,
+        "counts": {
+            "sentinel": [ours.tests, ours.failures, ours.errors, ours.skipped],
+            "junitparser": list(theirs),
+        },
+        "parsers": rows,
+    }
 
 
 # ---- hostile inputs ---------------------------------------------------------------------------------------
@@ -131,7 +157,9 @@ def hostile_openapi() -> dict[str, str]:
     lol = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
     lol += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
     merges = ["m0: &m0 {k0: 1, k1: 2, k2: 3, k3: 4, k4: 5, k5: 6, k6: 7, k7: 8}"]
-    merges += [f"m{i}: &m{i} {{<<: [" + ", ".join([f"*m{i - 1}"] * 8) + f"], own{i}: 1}}" for i in range(1, 12)]
+    merges += [
+        f"m{i}: &m{i} {{<<: [" + ", ".join([f"*m{i - 1}"] * 8) + f"], own{i}: 1}}" for i in range(1, 12)
+    ]
     chain = "".join(f"    S{i}: {{$ref: '#/components/schemas/S{i + 1}'}}\n" for i in range(1000))
     return {
         "openapi: YAML alias bomb": head + "x-bomb:\n  " + "\n  ".join(lol) + "\npaths: {}\n",
@@ -139,10 +167,15 @@ def hostile_openapi() -> dict[str, str]:
         "openapi: recursive alias": head + "paths: {}\nx: &r [*r]\n",
         "openapi: deep YAML (200k)": head + "paths: " + "[" * 200_000 + "]" * 200_000 + "\n",
         "openapi: deep JSON (500k)": '{"openapi": "3.0.0", "paths": ' + "[" * 500_000 + "]" * 500_000 + "}",
-        "openapi: external $ref (URL)": head + "paths: {}\ncomponents: {schemas: {A: {$ref: 'http://x.invalid/a'}}}\n",
-        "openapi: circular $ref": head + "paths: {}\ncomponents:\n  schemas:\n    A: {$ref: '#/components/schemas/B'}\n"
-                                         "    B: {$ref: '#/components/schemas/A'}\n",
-        "openapi: $ref chain of 1000": head + "paths: {}\ncomponents:\n  schemas:\n" + chain + "    S1000: {}\n",
+        "openapi: external $ref (URL)": head
+        + "paths: {}\ncomponents: {schemas: {A: {$ref: 'http://x.invalid/a'}}}\n",
+        "openapi: circular $ref": head
+        + "paths: {}\ncomponents:\n  schemas:\n    A: {$ref: '#/components/schemas/B'}\n"
+        "    B: {$ref: '#/components/schemas/A'}\n",
+        "openapi: $ref chain of 1000": head
+        + "paths: {}\ncomponents:\n  schemas:\n"
+        + chain
+        + "    S1000: {}\n",
         "openapi: oversized (2 MiB + 1)": head + "paths: {}\nx: '" + "a" * LIMIT + "'\n",
         "openapi: 300k nodes (JSON)": '{"openapi": "3.0.0", "x": [' + ",".join(["1"] * 300_000) + "]}",
         "openapi: 210k nodes (YAML)": head + "paths: {}\nx: [" + ",".join(["1"] * 210_000) + "]\n",
@@ -161,9 +194,18 @@ def hostile(repeat: int) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     cases: list[tuple[str, Callable[[], Any]]] = []
     for name, xml in hostile_junit().items():
-        request = EvidenceRequest.model_validate({
-            "check_id": "C1", "subject": "s", "revision": "a" * 40, "environment": "staging", "scope": ["x"],
-            "observed_at": "2026-11-29T12:00:00Z", "source": {"system": "bench"}, "junit_xml": xml})
+        request = EvidenceRequest.model_validate(
+            {
+                "check_id": "C1",
+                "subject": "s",
+                "revision": "a" * 40,
+                "environment": "staging",
+                "scope": ["x"],
+                "observed_at": "2026-11-29T12:00:00Z",
+                "source": {"system": "bench"},
+                "junit_xml": xml,
+            }
+        )
         cases.append((name, lambda r=request: judge(r, POLICY)))
     for name, text in hostile_openapi().items():
         change = Change.model_validate({"openapi": [{"name": "api", "before": text, "after": text}]})
@@ -197,9 +239,13 @@ def openapi_corpus(repeat: int) -> dict[str, Any]:
         files = {f.stem: f.read_text(encoding="utf-8") for f in pair.iterdir()}
         diff = diff_openapi(files["old"], files["new"])
         seconds = timings(lambda f=files: diff_openapi(f["old"], f["new"]), repeat)
-        rows[pair.name] = {**summary(seconds), "bytes": sum(len(t.encode()) for t in files.values()),
-                           "operations_changed": len(diff.operations), "changes": len(diff.changes),
-                           "breaking": diff.breaking}
+        rows[pair.name] = {
+            **summary(seconds),
+            "bytes": sum(len(t.encode()) for t in files.values()),
+            "operations_changed": len(diff.operations),
+            "changes": len(diff.changes),
+            "breaking": diff.breaking,
+        }
     return rows
 
 
@@ -207,36 +253,57 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15, help="timed runs per figure (median reported)")
     args = parser.parse_args()
-    print(f"Ingestion benchmark ({platform.python_implementation()} {platform.python_version()}, "
-          f"{platform.machine()}, {args.repeat} runs per figure, median)")
+    print(
+        f"Ingestion benchmark ({platform.python_implementation()} {platform.python_version()}, "
+        f"{platform.machine()}, {args.repeat} runs per figure, median)"
+    )
 
     print("\nJUnit: the largest corpus report")
     junit = junit_throughput(args.repeat)
     if "parsers" in junit:
-        print(f"  {junit['file']} ({junit['bytes'] / 1e3:.0f} KB, 4,239 test cases); counts "
-              f"(tests, failures, errors, skipped): sentinel {junit['counts']['sentinel']} "
-              f"(tests = executed), junitparser {junit['counts']['junitparser']}")
+        print(
+            f"  {junit['file']} ({junit['bytes'] / 1e3:.0f} KB, 4,239 test cases); counts "
+            f"(tests, failures, errors, skipped): sentinel {junit['counts']['sentinel']} "
+            f"(tests = executed), junitparser {junit['counts']['junitparser']}"
+        )
         for name, row in junit["parsers"].items():
-            print(f"  {name:45} {row['median_ms']:8.1f} ms  {row['mb_per_s']:6.1f} MB/s  "
-                  f"{row['cases_per_s']:>9,} cases/s  peak {row['peak_python_mb']:6.1f} MB")
+            print(
+                f"  {name:45} {row['median_ms']:8.1f} ms  {row['mb_per_s']:6.1f} MB/s  "
+                f"{row['cases_per_s']:>9,} cases/s  peak {row['peak_python_mb']:6.1f} MB"
+            )
 
     print("\nHostile inputs: time to refuse (median), and peak Python memory of one refusal")
     refusals = hostile(args.repeat)
     for name, row in refusals.items():
-        print(f"  {name:38} {row['code']:26} {row['median_ms']:8.2f} ms  peak {row['peak_python_mb']:6.2f} MB")
+        print(
+            f"  {name:38} {row['code']:26} {row['median_ms']:8.2f} ms  peak {row['peak_python_mb']:6.2f} MB"
+        )
 
     print("\nOpenAPI corpus: diff of each pair (parse both sides, resolve, compare)")
     corpus = openapi_corpus(args.repeat)
     for name, row in corpus.items():
         if isinstance(row, dict):
-            print(f"  {name:42} {row['median_ms']:7.2f} ms  {row['operations_changed']:3} operations, "
-                  f"{row['changes']:3} changes, breaking={row['breaking']}")
+            print(
+                f"  {name:42} {row['median_ms']:7.2f} ms  {row['operations_changed']:3} operations, "
+                f"{row['changes']:3} changes, breaking={row['breaking']}"
+            )
 
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({
-        "command": ".venv/bin/python bench/bench_ingestion.py",
-        "python": platform.python_version(), "machine": platform.machine(), "repeat": args.repeat,
-        "junit": junit, "hostile": refusals, "openapi_corpus": corpus}, indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "command": ".venv/bin/python bench/bench_ingestion.py",
+                "python": platform.python_version(),
+                "machine": platform.machine(),
+                "repeat": args.repeat,
+                "junit": junit,
+                "hostile": refusals,
+                "openapi_corpus": corpus,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"\nwrote {RESULTS.relative_to(REPO)}")
     return 0
 

@@ -40,9 +40,28 @@ OWN = frozenset({"sentinel_service", "sentinel_domain", "naive_handler"})
 BASELINE_ONLY = frozenset({"aws_xray_sdk", "wrapt"})  # in the copied deps tree for the baseline alone
 # What the report lists per handler: heavy third-party roots, the submodules that reveal work done at
 # import (a client built, the X-Ray SDK, parser envelopes), and heavy standard-library packages.
-HEAVY = ("boto3", "botocore", "botocore.client", "botocore.session", "pydantic", "pydantic_core",
-         "aws_xray_sdk", "wrapt", "yaml", "defusedxml", "rfc8785", "jmespath", "urllib3", "dateutil",
-         "s3transfer", "aws_lambda_powertools", "asyncio", "email", "ssl", "importlib.metadata")
+HEAVY = (
+    "boto3",
+    "botocore",
+    "botocore.client",
+    "botocore.session",
+    "pydantic",
+    "pydantic_core",
+    "aws_xray_sdk",
+    "wrapt",
+    "yaml",
+    "defusedxml",
+    "rfc8785",
+    "jmespath",
+    "urllib3",
+    "dateutil",
+    "s3transfer",
+    "aws_lambda_powertools",
+    "asyncio",
+    "email",
+    "ssl",
+    "importlib.metadata",
+)
 POWERTOOLS = "aws_lambda_powertools"
 
 MODES = {
@@ -100,22 +119,32 @@ def jobs_and_variants() -> tuple[list[Job], list[Variant]]:
     jobs.append(Job("authorizer", "sentinel_service.handlers.authorizer", "authorizer"))
     jobs.append(Job("naive", "naive_handler", "naive"))
     variants = [
-        Variant("authorizer-without-pydantic",
-                "sentinel_service/adapters/principals.py takes IDENT, PROJECT_ID and ROLES_BY_KIND from a pydantic-free "
-                "module (sentinel_domain/identity.py, which sentinel_domain/models.py would re-export) instead of "
-                "sentinel_domain.models", ("authorizer",)),
-        Variant("models-defer-build",
-                "sentinel_domain/models.py: Strict.model_config gains defer_build=True, so each pydantic model builds "
-                "its validator on first use instead of at import", ("gating",)),
-        Variant("pydantic-plugins-off",
-                "the functions' environment sets PYDANTIC_DISABLE_PLUGINS=__all__ (infra), so pydantic never "
-                "scans every installed distribution's entry points for plugins", ("gating",),
-                env={"PYDANTIC_DISABLE_PLUGINS": "__all__"}),
+        Variant(
+            "authorizer-without-pydantic",
+            "sentinel_service/adapters/principals.py takes IDENT, PROJECT_ID and ROLES_BY_KIND from a pydantic-free "
+            "module (sentinel_domain/identity.py, which sentinel_domain/models.py would re-export) instead of "
+            "sentinel_domain.models",
+            ("authorizer",),
+        ),
+        Variant(
+            "models-defer-build",
+            "sentinel_domain/models.py: Strict.model_config gains defer_build=True, so each pydantic model builds "
+            "its validator on first use instead of at import",
+            ("gating",),
+        ),
+        Variant(
+            "pydantic-plugins-off",
+            "the functions' environment sets PYDANTIC_DISABLE_PLUGINS=__all__ (infra), so pydantic never "
+            "scans every installed distribution's entry points for plugins",
+            ("gating",),
+            env={"PYDANTIC_DISABLE_PLUGINS": "__all__"},
+        ),
     ]
     return jobs, variants
 
 
 # ---- the trees ------------------------------------------------------------------------------------------
+
 
 def _copy(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -126,10 +155,17 @@ def _copy(src: Path, dst: Path) -> None:
 
 
 def _env(key_file: Path) -> dict[str, str]:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": str(key_file.parent),
-           "PYTHONDONTWRITEBYTECODE": "1", "AWS_LAMBDA_FUNCTION_NAME": "sentinel-bench",
-           "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024", "POWERTOOLS_SERVICE_NAME": "bench",
-           "POWERTOOLS_METRICS_NAMESPACE": "Bench", "SENTINEL_TOKEN_KEY_FILE": str(key_file)}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "HOME": str(key_file.parent),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "AWS_LAMBDA_FUNCTION_NAME": "sentinel-bench",
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024",
+        "POWERTOOLS_SERVICE_NAME": "bench",
+        "POWERTOOLS_METRICS_NAMESPACE": "Bench",
+        "SENTINEL_TOKEN_KEY_FILE": str(key_file),
+    }
     env.update(FAKE_AWS)
     return env
 
@@ -138,15 +174,25 @@ def discover_third_party(jobs: list[Job], env: dict[str, str]) -> list[str]:
     """Top-level names under site-packages that any job loads (import plus first-call setup)."""
     site = Path(sysconfig.get_paths()["purelib"]).resolve()
     lines = ["import sys, importlib"]
-    lines.append(f"sys.path[0:0] = [{str(REPO)!r}, {str(REPO / 'layers' / 'core' / 'python')!r}, "
-                 f"{str(REPO / 'bench')!r}]")
+    lines.append(
+        f"sys.path[0:0] = [{str(REPO)!r}, {str(REPO / 'layers' / 'core' / 'python')!r}, "
+        f"{str(REPO / 'bench')!r}]"
+    )
     for job in jobs:
         lines.append(f"mod = importlib.import_module({job.module!r})")
         lines.append(SETUP[job.kind])
-    lines.append("import json; print(json.dumps({m: getattr(v, '__file__', None) for m, v in "
-                 "list(sys.modules.items())}))")
-    out = subprocess.run([sys.executable, "-c", "\n".join(lines)], env=env, capture_output=True, text=True,
-                         check=True, cwd=str(REPO))
+    lines.append(
+        "import json; print(json.dumps({m: getattr(v, '__file__', None) for m, v in "
+        "list(sys.modules.items())}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", "\n".join(lines)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=str(REPO),
+    )
     files: dict[str, str | None] = json.loads(out.stdout.strip().splitlines()[-1])
     tops = set()
     for path in files.values():
@@ -191,8 +237,11 @@ def _patch_variant(variant: Variant, task: Path, opt: Path) -> None:
         roles = ", ".join(f"{k!r}: frozenset({sorted(v)!r})" for k, v in models.ROLES_BY_KIND.items())
         (opt / "sentinel_domain" / "identity.py").write_text(
             '"""Identifier patterns and the roles of each kind: no pydantic, for the authorizer."""\n\n'
-            f"PROJECT_ID = {models.PROJECT_ID!r}\nIDENT = {models.IDENT!r}\nROLES_BY_KIND = {{{roles}}}\n")
-        principals.write_text(text.replace(line, "from sentinel_domain.identity import IDENT, PROJECT_ID, ROLES_BY_KIND"))
+            f"PROJECT_ID = {models.PROJECT_ID!r}\nIDENT = {models.IDENT!r}\nROLES_BY_KIND = {{{roles}}}\n"
+        )
+        principals.write_text(
+            text.replace(line, "from sentinel_domain.identity import IDENT, PROJECT_ID, ROLES_BY_KIND")
+        )
         variant.applied = True
     elif variant.name == "models-defer-build":
         path = opt / "sentinel_domain" / "models.py"
@@ -224,8 +273,11 @@ def build_trees(root: Path, tops: list[str], variants: list[Variant]) -> dict[st
             _copy(REPO / "src" / "sentinel_domain", opt / "sentinel_domain")
             if variant.name != "as-is":
                 _patch_variant(variant, task, opt)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "2", str(root / "bc")], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "-j", "2", str(root / "bc")],
+        check=True,
+        capture_output=True,
+    )
     paths: dict[str, dict[str, list[str]]] = {}
     for mode in MODES:
         app = "bc" if mode == "bytecode" else "src"
@@ -233,15 +285,21 @@ def build_trees(root: Path, tops: list[str], variants: list[Variant]) -> dict[st
         sdk = "src" if mode == "none" else "bc"
         paths[mode] = {}
         for variant in ["as-is", *(v.name for v in variants)]:
-            paths[mode][variant] = [str(root / app / "app" / variant / "task"), str(root / app / "app" / variant / "opt"),
-                                    str(root / deps / "deps"), str(root / sdk / "sdk")]
+            paths[mode][variant] = [
+                str(root / app / "app" / variant / "task"),
+                str(root / app / "app" / variant / "opt"),
+                str(root / deps / "deps"),
+                str(root / sdk / "sdk"),
+            ]
     return paths
 
 
 # ---- one measurement ---------------------------------------------------------------------------------
 
-def measure(job: Job, prefix: list[str], env: dict[str, str], cwd: str, importtime: bool = False
-            ) -> dict[str, Any]:
+
+def measure(
+    job: Job, prefix: list[str], env: dict[str, str], cwd: str, importtime: bool = False
+) -> dict[str, Any]:
     # An attributed run stops at the import: -X importtime cannot tell the setup's imports apart.
     code = CODE.format(paths=prefix, module=job.module, setup="pass" if importtime else SETUP[job.kind])
     args = [sys.executable, "-S", "-B", *(["-X", "importtime"] if importtime else []), "-c", code]
@@ -268,12 +326,19 @@ def _importtime_groups(stderr: str) -> list[tuple[str, float]]:
     return sorted(((k, round(v, 1)) for k, v in groups.items()), key=lambda kv: -kv[1])
 
 
-KINDS = (("own code", OWN), ("Powertools", frozenset({POWERTOOLS})),
-         ("pydantic", frozenset({"pydantic", "pydantic_core", "annotated_types", "typing_extensions",
-                                 "typing_inspection"})),
-         ("boto3/botocore", frozenset({"boto3", "botocore", "s3transfer", "urllib3", "dateutil", "six", "jmespath",
-                                       "certifi"})),
-         ("X-Ray SDK", BASELINE_ONLY))
+KINDS = (
+    ("own code", OWN),
+    ("Powertools", frozenset({POWERTOOLS})),
+    (
+        "pydantic",
+        frozenset({"pydantic", "pydantic_core", "annotated_types", "typing_extensions", "typing_inspection"}),
+    ),
+    (
+        "boto3/botocore",
+        frozenset({"boto3", "botocore", "s3transfer", "urllib3", "dateutil", "six", "jmespath", "certifi"}),
+    ),
+    ("X-Ray SDK", BASELINE_ONLY),
+)
 
 
 def _by_kind(groups: list[tuple[str, float]]) -> dict[str, float]:
@@ -282,26 +347,35 @@ def _by_kind(groups: list[tuple[str, float]]) -> dict[str, float]:
     for package, ms in groups:
         kind = next((name for name, members in KINDS if package in members), None)
         if kind is None:
-            kind = "standard library" if package in sys.stdlib_module_names or package in ("encodings", "site") \
+            kind = (
+                "standard library"
+                if package in sys.stdlib_module_names or package in ("encodings", "site")
                 else "other third-party"
+            )
         out[kind] += ms
     return {k: round(v, 1) for k, v in out.items()}
 
 
 def module_summary(modules: list[str]) -> dict[str, Any]:
     present = set(modules)
-    third = sorted({m.split(".")[0] for m in present if not m.startswith("_")}
-                   - set(sys.stdlib_module_names) - OWN)
+    third = sorted(
+        {m.split(".")[0] for m in present if not m.startswith("_")} - set(sys.stdlib_module_names) - OWN
+    )
     powertools = sorted({".".join(m.split(".")[:2]) for m in present if m.startswith(POWERTOOLS + ".")})
-    utilities = sorted({".".join(m.split(".")[:3]) for m in present
-                        if m.startswith(POWERTOOLS + ".utilities.")})
-    return {"modules": len(present), "third_party": third,
-            "heavy": [h for h in HEAVY if h in present],
-            "powertools": [p.removeprefix(POWERTOOLS + ".") for p in powertools],
-            "powertools_utilities": [u.removeprefix(POWERTOOLS + ".utilities.") for u in utilities]}
+    utilities = sorted(
+        {".".join(m.split(".")[:3]) for m in present if m.startswith(POWERTOOLS + ".utilities.")}
+    )
+    return {
+        "modules": len(present),
+        "third_party": third,
+        "heavy": [h for h in HEAVY if h in present],
+        "powertools": [p.removeprefix(POWERTOOLS + ".") for p in powertools],
+        "powertools_utilities": [u.removeprefix(POWERTOOLS + ".utilities.") for u in utilities],
+    }
 
 
 # ---- the section -----------------------------------------------------------------------------------
+
 
 def run(quick: bool) -> dict[str, Any]:
     runs = 3 if quick else 4
@@ -318,8 +392,20 @@ def run(quick: bool) -> dict[str, Any]:
         tops = discover_third_party(jobs, env)
         paths = build_trees(root, tops, variants)
         setup_seconds = time.perf_counter() - started
-        all_jobs = [*jobs, *(Job(t, next(j.module for j in jobs if j.name == t), next(
-            j.kind for j in jobs if j.name == t), v.name) for v in variants if v.applied for t in v.targets)]
+        all_jobs = [
+            *jobs,
+            *(
+                Job(
+                    t,
+                    next(j.module for j in jobs if j.name == t),
+                    next(j.kind for j in jobs if j.name == t),
+                    v.name,
+                )
+                for v in variants
+                if v.applied
+                for t in v.targets
+            ),
+        ]
         samples: dict[str, dict[str, list[dict[str, Any]]]] = {m: {} for m in modes}
         cwd = str(root)
         env_of = {v.name: {**env, **v.env} for v in variants} | {"as-is": env}
@@ -343,21 +429,28 @@ def run(quick: bool) -> dict[str, Any]:
             for one in traced:
                 for package, ms in one["importtime"]:
                     groups.setdefault(package, []).append(ms)
-            every = sorted(((k, r(median(v + [0.0] * (2 - len(v))), 1) or 0.0) for k, v in groups.items()),
-                           key=lambda kv: -kv[1])
-            details[job.name] = {**module_summary(traced[0]["modules"]), "importtime_top_ms": every[:8],
-                                 "importtime_by_kind_ms": _by_kind(every)}
+            every = sorted(
+                ((k, r(median(v + [0.0] * (2 - len(v))), 1) or 0.0) for k, v in groups.items()),
+                key=lambda kv: -kv[1],
+            )
+            details[job.name] = {
+                **module_summary(traced[0]["modules"]),
+                "importtime_top_ms": every[:8],
+                "importtime_by_kind_ms": _by_kind(every),
+            }
         for variant in variants:
             for target in variant.targets if variant.applied else ():
                 job = Job(target, "", "", variant.name)
                 one = samples["bytecode"][_key(job)][0]
                 details[_key(job)] = module_summary(one["modules"])
-        pyc_sizes = {"deps_layer_source_mb": _tree_mb(root / "src" / "deps", skip=BASELINE_ONLY),
-                     "deps_layer_pyc_mb": _tree_mb(root / "bc" / "deps", ".pyc", BASELINE_ONLY),
-                     "core_and_functions_pyc_mb": _tree_mb(root / "bc" / "app" / "as-is", ".pyc"),
-                     "note": "this machine's CPython 3.11 bytecode of the deps layer's packages (without what only "
-                             "the baseline needs) and of sentinel_domain/ and sentinel_service/; 3.13 bytecode is of the same "
-                             "order"}
+        pyc_sizes = {
+            "deps_layer_source_mb": _tree_mb(root / "src" / "deps", skip=BASELINE_ONLY),
+            "deps_layer_pyc_mb": _tree_mb(root / "bc" / "deps", ".pyc", BASELINE_ONLY),
+            "core_and_functions_pyc_mb": _tree_mb(root / "bc" / "app" / "as-is", ".pyc"),
+            "note": "this machine's CPython 3.11 bytecode of the deps layer's packages (without what only "
+            "the baseline needs) and of sentinel_domain/ and sentinel_service/; 3.13 bytecode is of the same "
+            "order",
+        }
     return _summarise(jobs, variants, samples, details, runs, modes, tops, setup_seconds, pyc_sizes)
 
 
@@ -366,14 +459,27 @@ def _key(job: Job) -> str:
 
 
 def _tree_mb(root: Path, suffix: str | None = None, skip: frozenset[str] = frozenset()) -> float:
-    files = [f for f in root.rglob("*") if f.is_file() and (suffix is None or f.name.endswith(suffix))
-             and f.relative_to(root).parts[0].split("-")[0] not in skip]
+    files = [
+        f
+        for f in root.rglob("*")
+        if f.is_file()
+        and (suffix is None or f.name.endswith(suffix))
+        and f.relative_to(root).parts[0].split("-")[0] not in skip
+    ]
     return round(sum(f.stat().st_size for f in files) / 1024 / 1024, 2)
 
 
-def _summarise(jobs: list[Job], variants: list[Variant], samples: dict[str, dict[str, list[dict[str, Any]]]],
-               details: dict[str, Any], runs: int, modes: list[str], tops: list[str], setup_seconds: float,
-               pyc_sizes: dict[str, Any]) -> dict[str, Any]:
+def _summarise(
+    jobs: list[Job],
+    variants: list[Variant],
+    samples: dict[str, dict[str, list[dict[str, Any]]]],
+    details: dict[str, Any],
+    runs: int,
+    modes: list[str],
+    tops: list[str],
+    setup_seconds: float,
+    pyc_sizes: dict[str, Any],
+) -> dict[str, Any]:
     """Medians per job and mode, in CPU time (the target's measure: on a shared 2-core machine the wall clock
     also counts the time spent waiting for a core) and in wall time, each as a ratio to the baseline."""
     results: dict[str, Any] = {}
@@ -395,8 +501,10 @@ def _summarise(jobs: list[Job], variants: list[Variant], samples: dict[str, dict
                 "process_wall_ms": r(med(runs_, "wall_ms"), 1),
                 "import_cpu_ratio": r(med(runs_, "import_cpu_ms") / med(naive, "import_cpu_ms"), 3),
                 "import_ratio": r(med(runs_, "import_ms") / med(naive, "import_ms"), 3),
-                "init_cpu_ratio": r(med(runs_, "import_cpu_ms", "setup_cpu_ms")
-                                    / med(naive, "import_cpu_ms", "setup_cpu_ms"), 3),
+                "init_cpu_ratio": r(
+                    med(runs_, "import_cpu_ms", "setup_cpu_ms") / med(naive, "import_cpu_ms", "setup_cpu_ms"),
+                    3,
+                ),
                 "init_ratio": r(med(runs_, "import_ms", "setup_ms") / med(naive, "import_ms", "setup_ms"), 3),
             }
         results[mode] = rows
@@ -405,8 +513,13 @@ def _summarise(jobs: list[Job], variants: list[Variant], samples: dict[str, dict
         target_met_wall[mode] = all(row["import_ratio"] <= 0.5 for row in sentinel)
     gains = []
     for variant in variants:
-        entry: dict[str, Any] = {"variant": variant.name, "description": variant.description,
-                                 "applied": variant.applied, "notes": variant.notes, "by_mode": {}}
+        entry: dict[str, Any] = {
+            "variant": variant.name,
+            "description": variant.description,
+            "applied": variant.applied,
+            "notes": variant.notes,
+            "by_mode": {},
+        }
         for mode in modes if variant.applied else ():
             for target in variant.targets:
                 after = results[mode].get(f"{target}+{variant.name}")
@@ -415,30 +528,46 @@ def _summarise(jobs: list[Job], variants: list[Variant], samples: dict[str, dict
                 before = results[mode][target]
                 b, a = before["import_cpu_ms"]["median"], after["import_cpu_ms"]["median"]
                 entry["by_mode"].setdefault(mode, {})[target] = {
-                    "before_ms": b, "after_ms": a, "saved_ms": r(b - a, 1), "ratio": r(a / b, 3),
-                    "before_wall_ms": before["import_ms"]["median"], "after_wall_ms": after["import_ms"]["median"],
-                    "init_before_ms": before["init_cpu_ms"], "init_after_ms": after["init_cpu_ms"]}
+                    "before_ms": b,
+                    "after_ms": a,
+                    "saved_ms": r(b - a, 1),
+                    "ratio": r(a / b, 3),
+                    "before_wall_ms": before["import_ms"]["median"],
+                    "after_wall_ms": after["import_ms"]["median"],
+                    "init_before_ms": before["init_cpu_ms"],
+                    "init_after_ms": after["init_cpu_ms"],
+                }
         gains.append(entry)
     bytecode_gain = {}
     if "bytecode" in modes and "lambda" in modes:
         for job in jobs:
             b, lam = results["bytecode"][job.name], results["lambda"][job.name]
-            bytecode_gain[job.name] = {"lambda_ms": lam["import_cpu_ms"]["median"],
-                                       "bytecode_ms": b["import_cpu_ms"]["median"],
-                                       "saved_ms": r(lam["import_cpu_ms"]["median"] - b["import_cpu_ms"]["median"], 1)}
+            bytecode_gain[job.name] = {
+                "lambda_ms": lam["import_cpu_ms"]["median"],
+                "bytecode_ms": b["import_cpu_ms"]["median"],
+                "saved_ms": r(lam["import_cpu_ms"]["median"] - b["import_cpu_ms"]["median"], 1),
+            }
     return {
-        "python": sys.version.split()[0], "interpreter_flags": "-S -B (no site, no bytecode written)",
-        "runs_per_figure": runs, "modes": {m: MODES[m] for m in modes},
+        "python": sys.version.split()[0],
+        "interpreter_flags": "-S -B (no site, no bytecode written)",
+        "runs_per_figure": runs,
+        "modes": {m: MODES[m] for m in modes},
         "layout": "task (sentinel_service/, naive_handler.py), opt (sentinel_domain/, deps layer), sdk (runtime-provided: "
-                  + ", ".join(sorted(RUNTIME_PROVIDED)) + ")",
-        "third_party_copied": tops, "tree_setup_seconds": r(setup_seconds, 1),
+        + ", ".join(sorted(RUNTIME_PROVIDED))
+        + ")",
+        "third_party_copied": tops,
+        "tree_setup_seconds": r(setup_seconds, 1),
         "setup_step": {k: v.replace("\n", "; ") for k, v in SETUP.items()},
         "results": results,
-        "target": {"rule": "every Sentinel handler imports in at most half the baseline's time (median CPU-time "
-                           "ratio <= 0.5; the wall-clock verdict is given too)", "met": target_met,
-                   "met_wall_clock": target_met_wall},
+        "target": {
+            "rule": "every Sentinel handler imports in at most half the baseline's time (median CPU-time "
+            "ratio <= 0.5; the wall-clock verdict is given too)",
+            "met": target_met,
+            "met_wall_clock": target_met_wall,
+        },
         "shipping_bytecode": {"import_cpu_ms_by_handler": bytecode_gain, **pyc_sizes},
-        "modules": details, "proposals": gains,
+        "modules": details,
+        "proposals": gains,
     }
 
 

@@ -57,8 +57,14 @@ def spread(values: Iterable[float]) -> dict[str, float]:
     data = sorted(values)
     if not data:
         return {"n": 0}
-    return {"n": len(data), "median": median(data), "min": data[0], "max": data[-1],
-            "p25": percentile(data, 25), "p75": percentile(data, 75)}
+    return {
+        "n": len(data),
+        "median": median(data),
+        "min": data[0],
+        "max": data[-1],
+        "p25": percentile(data, 25),
+        "p75": percentile(data, 75),
+    }
 
 
 def timed(fn: Callable[[], Any], repeat: int, budget_s: float | None = None) -> list[float]:

@@ -20,8 +20,15 @@ def _growth(times: dict[int, float]) -> list[dict[str, Any]]:
     out = []
     for small, large in zip(sizes, sizes[1:], strict=False):
         ratio = times[large] / times[small]
-        out.append({"from": small, "to": large, "size_ratio": large / small, "time_ratio": r(ratio, 1),
-                    "exponent": r(_exponent(ratio, large / small), 2)})
+        out.append(
+            {
+                "from": small,
+                "to": large,
+                "size_ratio": large / small,
+                "time_ratio": r(ratio, 1),
+                "exponent": r(_exponent(ratio, large / small), 2),
+            }
+        )
     return out
 
 
@@ -57,20 +64,34 @@ def run(quick: bool) -> dict[str, Any]:
         try:
             indexed_decision = decide_indexed(state, project, as_of)  # warm-up
             reps = max(1, min(200, int(20_000 / n)))
-            indexed = timed(lambda s=state, pr=project, at=as_of: decide_indexed(s, pr, at), reps, budget_s=10)
+            indexed = timed(
+                lambda s=state, pr=project, at=as_of: decide_indexed(s, pr, at), reps, budget_s=10
+            )
             indexed_s[n] = median(indexed)
-            row: dict[str, Any] = {"obligations": n, "evidence": n, "facts": 4 + 2 * n,
-                                   "fixture_build_s": r(build, 2), "indexed_ms": r(indexed_s[n] * 1000, 3),
-                                   "indexed_runs": len(indexed)}
+            row: dict[str, Any] = {
+                "obligations": n,
+                "evidence": n,
+                "facts": 4 + 2 * n,
+                "fixture_build_s": r(build, 2),
+                "indexed_ms": r(indexed_s[n] * 1000, 3),
+                "indexed_runs": len(indexed),
+            }
             projected = None
             measured = sorted(product_s)
             if len(measured) >= 2:  # extrapolate with the growth between the two largest sizes measured
                 a_, b_ = measured[-2], measured[-1]
                 exponent = _exponent(product_s[b_] / product_s[a_], b_ / a_)
-                projected = product_s[b_] * (n / b_) ** (max(exponent, 2.0) if exponent > 1.3 else max(exponent, 1.0))
+                projected = product_s[b_] * (n / b_) ** (
+                    max(exponent, 2.0) if exponent > 1.3 else max(exponent, 1.0)
+                )
             if projected is not None and projected > PRODUCT_BUDGET_S:
-                row.update(product_ms=None, product_projected_ms=r(projected * 1000, 0), product_runs=0,
-                           decision=indexed_decision.decision, findings=len(indexed_decision.findings))
+                row.update(
+                    product_ms=None,
+                    product_projected_ms=r(projected * 1000, 0),
+                    product_runs=0,
+                    decision=indexed_decision.decision,
+                    findings=len(indexed_decision.findings),
+                )
             else:
                 runs: list[float] = []
                 decision = None
@@ -82,34 +103,49 @@ def run(quick: bool) -> dict[str, Any]:
                         break
                 assert decision is not None
                 product_s[n] = median(runs)
-                row.update(product_ms=r(product_s[n] * 1000, 3), product_runs=len(runs),
-                           decision=decision.decision, findings=len(decision.findings),
-                           indexed_equal=decision.as_dict() == indexed_decision.as_dict(),
-                           speedup=r(product_s[n] / indexed_s[n], 1))
+                row.update(
+                    product_ms=r(product_s[n] * 1000, 3),
+                    product_runs=len(runs),
+                    decision=decision.decision,
+                    findings=len(decision.findings),
+                    indexed_equal=decision.as_dict() == indexed_decision.as_dict(),
+                    speedup=r(product_s[n] / indexed_s[n], 1),
+                )
         finally:
             gc.unfreeze()
         rows.append(row)
     linear = all(g["exponent"] is not None and g["exponent"] <= 1.15 for g in _growth(product_s))
     return {
-        "sizes": list(sizes), "rows": rows,
-        "growth_product": _growth(product_s), "growth_indexed": _growth(indexed_s),
+        "sizes": list(sizes),
+        "rows": rows,
+        "growth_product": _growth(product_s),
+        "growth_indexed": _growth(indexed_s),
         "product_linear": linear,
-        "target": {"rule": "decide() time grows linearly or better with obligations and evidence (growth "
-                           "exponent <= 1.15 between sizes)", "met": linear},
-        "equivalence": {"fixture": "300 obligations, mixed outcomes", "decision": product_mixed.decision,
-                        "findings": len(product_mixed.findings), "indexed_equal": equivalent},
+        "target": {
+            "rule": "decide() time grows linearly or better with obligations and evidence (growth "
+            "exponent <= 1.15 between sizes)",
+            "met": linear,
+        },
+        "equivalence": {
+            "fixture": "300 obligations, mixed outcomes",
+            "decision": product_mixed.decision,
+            "findings": len(product_mixed.findings),
+            "indexed_equal": equivalent,
+        },
         "quadratic_spot": (
             "sentinel/decision.py: decide() calls check_findings() once per (check, obligation), and "
             "check_findings() scans every evidence fact of the candidate (`bound = [e for e in state.evidence "
             "...]`), so a plan of n checks over n evidence records costs n*n; decide() also calls "
             "state.reports_for() per task, which scans every report (n*n again), and project.policy() per check, "
-            "which re-filters the project's facts and re-validates the Policy with pydantic."),
+            "which re-filters the project's facts and re-validates the Policy with pydantic."
+        ),
         "fix": (
             "Index once per decision, then look up: group state.evidence by (check_id, obligation_id) over "
             "binding.obligation_ids (chain order kept), group state.reports by (plan_digest, task_id), and "
             "memoise project.policy(policy_ref, as_of) for the decision; pass the group to check_findings() "
             "instead of letting it filter state.evidence. The rules themselves do not change; bench/proposals.py "
-            "prototypes exactly this over the product's own check_findings() and checks the output equal."),
+            "prototypes exactly this over the product's own check_findings() and checks the output equal."
+        ),
     }
 
 

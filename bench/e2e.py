@@ -61,16 +61,22 @@ def _load(call: Any, threads: int, seconds: float) -> dict[str, Any]:
         w.join()
     elapsed = time.perf_counter() - t0
     row: dict[str, Any] = {
-        "threads": threads, "requests": len(latencies), "seconds": r(elapsed, 2),
-        "rps": r(len(latencies) / elapsed, 1), "p50_ms": r(median(latencies) * 1000, 1),
-        "p90_ms": r(percentile(latencies, 90) * 1000, 1), "p99_ms": r(percentile(latencies, 99) * 1000, 1),
+        "threads": threads,
+        "requests": len(latencies),
+        "seconds": r(elapsed, 2),
+        "rps": r(len(latencies) / elapsed, 1),
+        "p50_ms": r(median(latencies) * 1000, 1),
+        "p90_ms": r(percentile(latencies, 90) * 1000, 1),
+        "p99_ms": r(percentile(latencies, 99) * 1000, 1),
         "statuses": {str(k): v for k, v in sorted(statuses.items())},
     }
     if any(store_outer):
         total = sum(latencies)
-        row.update(store_share_with_lock_wait=r(sum(store_outer) / total, 3),
-                   store_share_service_time=r(sum(store_inner) / total, 3),
-                   store_ms_per_request=r(median(store_outer) * 1000, 1))
+        row.update(
+            store_share_with_lock_wait=r(sum(store_outer) / total, 3),
+            store_share_service_time=r(sum(store_inner) / total, 3),
+            store_ms_per_request=r(median(store_outer) * 1000, 1),
+        )
     return row
 
 
@@ -82,18 +88,36 @@ def over_http(levels: tuple[int, ...], seconds: float) -> dict[str, Any]:
         env = dict(os.environ, SENTINEL_TOKEN_KEY_FILE=str(Path(tmp) / "token.key"))
         env.pop("AWS_LAMBDA_FUNCTION_NAME", None)
         process = subprocess.Popen(
-            [sys.executable, "-m", "sentinel_runner.cli", "serve", "--seed", "--rate", "0", "--event-log",
-             str(Path(tmp) / "events.jsonl")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=env, cwd=str(REPO))
+            [
+                sys.executable,
+                "-m",
+                "sentinel_runner.cli",
+                "serve",
+                "--seed",
+                "--rate",
+                "0",
+                "--event-log",
+                str(Path(tmp) / "events.jsonl"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=str(REPO),
+        )
         try:
             assert process.stdout is not None
             line = process.stdout.readline()
             if not line:
-                raise RuntimeError(f"sentinel serve did not start: {process.stderr.read()[-2000:] if process.stderr else ''}")
+                raise RuntimeError(
+                    f"sentinel serve did not start: {process.stderr.read()[-2000:] if process.stderr else ''}"
+                )
             banner = json.loads(line)
             url, principals = banner["url"], banner["seed"]["principals"]
-            clients = {role: SentinelClient(url, token=principals[role]["token"])
-                       for role in ("requester", "publisher", "reviewer")}
+            clients = {
+                role: SentinelClient(url, token=principals[role]["token"])
+                for role in ("requester", "publisher", "reviewer")
+            }
             flow = run_ready_flow(clients, banner["seed"]["project"])
             project, cid = banner["seed"]["project"], flow.candidate_id
             local = threading.local()
@@ -127,10 +151,16 @@ def in_process(levels: tuple[int, ...], seconds: float) -> dict[str, Any]:
     embedded = EmbeddedStore()
     endpoint = embedded.start()
     try:
-        raw = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=endpoint,
-                           aws_access_key_id="local", aws_secret_access_key="local",
-                           config=Config(connect_timeout=2, read_timeout=10, retries={"max_attempts": 3},
-                                         max_pool_connections=32))
+        raw = boto3.client(
+            "dynamodb",
+            region_name="us-east-1",
+            endpoint_url=endpoint,
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+            config=Config(
+                connect_timeout=2, read_timeout=10, retries={"max_attempts": 3}, max_pool_connections=32
+            ),
+        )
         lock = threading.Lock()
         inner = TimingClient(raw)
         outer = TimingClient(LockedClient(inner, lock))
@@ -154,8 +184,10 @@ def in_process(levels: tuple[int, ...], seconds: float) -> dict[str, Any]:
             rows = [_load(call, level, seconds) for level in levels]
     finally:
         embedded.stop()
-    return {"store": "moto ThreadedMotoServer on loopback, one lock around every call (as `sentinel serve`)",
-            "rows": rows}
+    return {
+        "store": "moto ThreadedMotoServer on loopback, one lock around every call (as `sentinel serve`)",
+        "rows": rows,
+    }
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -163,11 +195,17 @@ def run(quick: bool) -> dict[str, Any]:
     set_fake_aws()
     levels = (1, 4) if quick else LEVELS
     seconds = 1.5 if quick else SECONDS
-    return {"http": over_http(levels, seconds), "in_process": in_process(levels[:2], seconds),
-            "bounds": {"seconds_per_level": seconds, "max_requests_per_thread": MAX_PER_THREAD,
-                       "levels": list(levels)},
-            "note": "2 cores shared by the clients, the server and its embedded store; moto's latency is not "
-                    "DynamoDB's; every store call is serialised by the runner's lock"}
+    return {
+        "http": over_http(levels, seconds),
+        "in_process": in_process(levels[:2], seconds),
+        "bounds": {
+            "seconds_per_level": seconds,
+            "max_requests_per_thread": MAX_PER_THREAD,
+            "levels": list(levels),
+        },
+        "note": "2 cores shared by the clients, the server and its embedded store; moto's latency is not "
+        "DynamoDB's; every store call is serialised by the runner's lock",
+    }
 
 
 if __name__ == "__main__":

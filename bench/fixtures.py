@@ -26,15 +26,28 @@ AGENT = {"id": "agent-bench", "kind": "agent", "sponsor": "hank"}
 CI = {"id": "ci-bot", "kind": "ci", "sponsor": None}
 REVIEWER = {"id": "rita", "kind": "human", "sponsor": None}
 ADMIN = {"id": "alice", "kind": "human", "sponsor": None}
-UNIT_POLICY = {"check_type": "unit", "command": "pytest -q {scope}", "expected_exit_code": 0,
-               "expected_artifacts": [], "fail_message": "Unit tests failed",
-               "remediation_hint": "Run pytest -q locally and read the first failure",
-               "max_evidence_age_seconds": 86400, "trusted_publishers": ["ci-bot"], "min_tests": 1}
-CONFIG = {"environments": ["staging", "production"],
-          "derivation_rules": [{"files": ["services/**"], "policy_id": "unit-tests"}],
-          "unclassified_policy": "unit-tests", "change_context_publishers": ["ci-bot"],
-          "allowed_action_types": ["dispatch_checks", "notify"], "notify_channels": ["release-room"],
-          "approvals_required": 1, "approval_ttl_seconds": 86400, "settlement_required": False}
+UNIT_POLICY = {
+    "check_type": "unit",
+    "command": "pytest -q {scope}",
+    "expected_exit_code": 0,
+    "expected_artifacts": [],
+    "fail_message": "Unit tests failed",
+    "remediation_hint": "Run pytest -q locally and read the first failure",
+    "max_evidence_age_seconds": 86400,
+    "trusted_publishers": ["ci-bot"],
+    "min_tests": 1,
+}
+CONFIG = {
+    "environments": ["staging", "production"],
+    "derivation_rules": [{"files": ["services/**"], "policy_id": "unit-tests"}],
+    "unclassified_policy": "unit-tests",
+    "change_context_publishers": ["ci-bot"],
+    "allowed_action_types": ["dispatch_checks", "notify"],
+    "notify_channels": ["release-room"],
+    "approvals_required": 1,
+    "approval_ttl_seconds": 86400,
+    "settlement_required": False,
+}
 
 
 def _at(now: datetime, seconds: float, micros: int = 0) -> str:
@@ -46,36 +59,90 @@ def project_facts(now: datetime, project: str = PROJECT) -> list[dict[str, Any]]
     config = ProjectConfig.model_validate(CONFIG).model_dump(mode="json")
     return [
         {"type": "project.created", "project": project, "recorded_at": _at(now, -7200)},
-        {"type": "policy.set", "policy_id": "unit-tests", "version": 1, "policy": policy, "actor": ADMIN,
-         "recorded_at": _at(now, -7100)},
-        {"type": "config.set", "version": 1, "config": config, "actor": ADMIN, "recorded_at": _at(now, -7000)},
+        {
+            "type": "policy.set",
+            "policy_id": "unit-tests",
+            "version": 1,
+            "policy": policy,
+            "actor": ADMIN,
+            "recorded_at": _at(now, -7100),
+        },
+        {
+            "type": "config.set",
+            "version": 1,
+            "config": config,
+            "actor": ADMIN,
+            "recorded_at": _at(now, -7000),
+        },
     ]
 
 
-def candidate_facts(n: int, now: datetime, candidate_id: str = "cand_bench", project: str = PROJECT,
-                    mixed: bool = False) -> list[dict[str, Any]]:
+def candidate_facts(
+    n: int, now: datetime, candidate_id: str = "cand_bench", project: str = PROJECT, mixed: bool = False
+) -> list[dict[str, Any]]:
     """4 + 2n facts in chain order; every recorded_at lies before `now`, every evidence is fresh at `now`.
     `mixed` spoils some of them (failed, unverified, wrongly scoped, missing evidence; failed reports), so
     that a decision holds with findings of many kinds: what an equivalence check needs."""
     scopes = [f"services/mod{i:05d}" for i in range(n)]
-    obligations = sorted(({"obligation_id": obligation_id("unit-tests", s), "policy_id": "unit-tests", "scope": s,
-                           "reason": f"changed file {s}/api.py matches services/**"} for s in scopes),
-                         key=lambda o: (o["scope"], o["policy_id"]))
+    obligations = sorted(
+        (
+            {
+                "obligation_id": obligation_id("unit-tests", s),
+                "policy_id": "unit-tests",
+                "scope": s,
+                "reason": f"changed file {s}/api.py matches services/**",
+            }
+            for s in scopes
+        ),
+        key=lambda o: (o["scope"], o["policy_id"]),
+    )
     change = {"files": sorted(f"{s}/api.py" for s in scopes), "openapi": []}
     policy = Policy.model_validate(UNIT_POLICY)
     plan = fallback_plan({o["obligation_id"]: o for o in obligations}, {"unit-tests": (1, policy)})
     digest = plan_digest(project, candidate_id, REV, plan)
     facts: list[dict[str, Any]] = [
-        {"type": "candidate.created", "candidate_id": candidate_id, "subject": "payments", "base_revision": BASE,
-         "revision": REV, "environment": "staging", "created_by": AGENT, "attested": False, "change": change,
-         "obligations_added": obligations, "recorded_at": _at(now, -3600)},
-        {"type": "change_context.added", "actor": CI, "attested": True, "change": change, "obligations_added": [],
-         "recorded_at": _at(now, -3500)},
-        {"type": "plan.stored", "plan_version": 1, "plan_digest": digest, "plan": plan, "author": AGENT,
-         "mode": "fallback", "fallback_reason": "MODEL_NOT_CONFIGURED", "recorded_at": _at(now, -3400)},
-        {"type": "review.recorded", "review_id": "rev_bench", "reviewer": REVIEWER, "decision": "approve",
-         "plan_digest": digest, "revision": REV, "comment": "", "expires_at": _at(now, 86400 - 3300),
-         "recorded_at": _at(now, -3300)},
+        {
+            "type": "candidate.created",
+            "candidate_id": candidate_id,
+            "subject": "payments",
+            "base_revision": BASE,
+            "revision": REV,
+            "environment": "staging",
+            "created_by": AGENT,
+            "attested": False,
+            "change": change,
+            "obligations_added": obligations,
+            "recorded_at": _at(now, -3600),
+        },
+        {
+            "type": "change_context.added",
+            "actor": CI,
+            "attested": True,
+            "change": change,
+            "obligations_added": [],
+            "recorded_at": _at(now, -3500),
+        },
+        {
+            "type": "plan.stored",
+            "plan_version": 1,
+            "plan_digest": digest,
+            "plan": plan,
+            "author": AGENT,
+            "mode": "fallback",
+            "fallback_reason": "MODEL_NOT_CONFIGURED",
+            "recorded_at": _at(now, -3400),
+        },
+        {
+            "type": "review.recorded",
+            "review_id": "rev_bench",
+            "reviewer": REVIEWER,
+            "decision": "approve",
+            "plan_digest": digest,
+            "revision": REV,
+            "comment": "",
+            "expires_at": _at(now, 86400 - 3300),
+            "recorded_at": _at(now, -3300),
+        },
     ]
     tasks = plan["tasks"]
     for i, task in enumerate(tasks):
@@ -84,15 +151,35 @@ def candidate_facts(n: int, now: datetime, candidate_id: str = "cand_bench", pro
         scope = obligations[i]["scope"]
         if mixed and i % 13 == 5:
             continue  # no evidence for this check
-        facts.append({
-            "type": "evidence.recorded", "evidence_id": f"ev_{i:06d}", "check_id": check["check_id"],
-            "kind": "junit", "subject": "payments", "revision": REV, "environment": "staging", "scope": [scope],
-            "observed_at": _at(now, -3100, i), "recorded_at": _at(now, -3000, i),
-            "source": {"system": "ci", "run_id": f"run-{i}", "url": ""}, "publisher": CI, "trust": "verified",
-            "outcome": "pass", "counts": {"tests": 3, "failures": 0, "errors": 0, "skipped": 0}, "exit_code": None,
-            "artifacts": [], "raw_sha256": hashlib.sha256(f"junit-{i}".encode()).hexdigest(),
-            "binding": {"obligation_ids": list(check["covers"]), "policy_id": "unit-tests", "policy_version": 1,
-                        "plan_digest": digest, "mismatches": []}})
+        facts.append(
+            {
+                "type": "evidence.recorded",
+                "evidence_id": f"ev_{i:06d}",
+                "check_id": check["check_id"],
+                "kind": "junit",
+                "subject": "payments",
+                "revision": REV,
+                "environment": "staging",
+                "scope": [scope],
+                "observed_at": _at(now, -3100, i),
+                "recorded_at": _at(now, -3000, i),
+                "source": {"system": "ci", "run_id": f"run-{i}", "url": ""},
+                "publisher": CI,
+                "trust": "verified",
+                "outcome": "pass",
+                "counts": {"tests": 3, "failures": 0, "errors": 0, "skipped": 0},
+                "exit_code": None,
+                "artifacts": [],
+                "raw_sha256": hashlib.sha256(f"junit-{i}".encode()).hexdigest(),
+                "binding": {
+                    "obligation_ids": list(check["covers"]),
+                    "policy_id": "unit-tests",
+                    "policy_version": 1,
+                    "plan_digest": digest,
+                    "mismatches": [],
+                },
+            }
+        )
         if mixed:
             spoil = facts[-1]
             if i % 7 == 1:
@@ -102,16 +189,34 @@ def candidate_facts(n: int, now: datetime, candidate_id: str = "cand_bench", pro
             if i % 17 == 3:
                 spoil["scope"] = ["elsewhere"]
             if i % 19 == 4:  # a second, newer evidence for the same check: the newest decides
-                facts.append(dict(spoil, evidence_id=f"ev_{i:06d}b", outcome="unknown",
-                                  observed_at=_at(now, -3050, i), recorded_at=_at(now, -2950, i)))
+                facts.append(
+                    dict(
+                        spoil,
+                        evidence_id=f"ev_{i:06d}b",
+                        outcome="unknown",
+                        observed_at=_at(now, -3050, i),
+                        recorded_at=_at(now, -2950, i),
+                    )
+                )
     for i, task in enumerate(tasks):
         check = task["checks"][0]
-        facts.append({
-            "type": "task.reported", "task_id": task["task_id"], "plan_digest": digest, "attempt": 1,
-            "claimed_status": "completed", "recorded_status": "failed" if mixed and i % 5 == 0 else "completed",
-            "passes": not (mixed and i % 5 == 0),
-            "checks": [{"check_id": check["check_id"], "evidence_id": f"ev_{i:06d}"}], "findings": [],
-            "summary": "done", "blocked_reason": None, "reporter": AGENT, "recorded_at": _at(now, -2000, i)})
+        facts.append(
+            {
+                "type": "task.reported",
+                "task_id": task["task_id"],
+                "plan_digest": digest,
+                "attempt": 1,
+                "claimed_status": "completed",
+                "recorded_status": "failed" if mixed and i % 5 == 0 else "completed",
+                "passes": not (mixed and i % 5 == 0),
+                "checks": [{"check_id": check["check_id"], "evidence_id": f"ev_{i:06d}"}],
+                "findings": [],
+                "summary": "done",
+                "blocked_reason": None,
+                "reporter": AGENT,
+                "recorded_at": _at(now, -2000, i),
+            }
+        )
     return facts
 
 
@@ -123,7 +228,9 @@ def states(n: int, now: datetime, mixed: bool = False) -> tuple[CandidateState, 
     """The folded candidate and project, and `as_of`, for a candidate of n obligations."""
     as_of = format_time(now)
     project = ProjectState.from_facts(PROJECT, fact_texts(project_facts(now)))
-    candidate = CandidateState.from_facts(parse_facts(fact_texts(candidate_facts(n, now, mixed=mixed))), as_of)
+    candidate = CandidateState.from_facts(
+        parse_facts(fact_texts(candidate_facts(n, now, mixed=mixed))), as_of
+    )
     return candidate, project, as_of
 
 
@@ -145,8 +252,12 @@ class _CaptureClient:
         return {}
 
 
-def chain_items(table: str, project: str, candidate_id: str | None, facts: list[dict[str, Any]],
-                ) -> list[dict[str, Any]]:
+def chain_items(
+    table: str,
+    project: str,
+    candidate_id: str | None,
+    facts: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
     """The items DynamoStateStore writes for this chain, appended fact by fact; only the last HEAD kept."""
     from sentinel_service.adapters.dynamodb_store import DynamoStateStore
 
@@ -157,8 +268,16 @@ def chain_items(table: str, project: str, candidate_id: str | None, facts: list[
     plan_digest_ = ""
     for seq, fact in enumerate(facts, start=1):
         text = canonical_text(fact)
-        event = audit.next_event(project, candidate_id, seq - 1, prev_hash, fact["type"], _actor_id(fact),
-                                 fact["recorded_at"], text)
+        event = audit.next_event(
+            project,
+            candidate_id,
+            seq - 1,
+            prev_hash,
+            fact["type"],
+            _actor_id(fact),
+            fact["recorded_at"],
+            text,
+        )
         if fact["type"] == "plan.stored":
             plan_digest_ = fact["plan_digest"]
         head: dict[str, Any] = {"seq": seq, "hash": event["hash"]}

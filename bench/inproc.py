@@ -32,8 +32,9 @@ class Recorder:
         self.requests: list[Request] = []
         self._authorizer_seconds = 0.0
 
-    def timed_authorizer(self, real: Callable[[dict[str, Any], Any], dict[str, Any]]
-                         ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    def timed_authorizer(
+        self, real: Callable[[dict[str, Any], Any], dict[str, Any]]
+    ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
         def authorizer(event: dict[str, Any], context: Any) -> dict[str, Any]:
             previous = self.meter.context if self.meter is not None else {}
             if self.meter is not None:
@@ -45,10 +46,17 @@ class Recorder:
                 self._authorizer_seconds += time.perf_counter() - t0
                 if self.meter is not None:
                     self.meter.context = previous
+
         return authorizer
 
-    def invoke(self, method: str, path: str, headers: dict[str, str], body: bytes | None,
-               query: dict[str, str] | None) -> tuple[int, dict[str, str], bytes]:
+    def invoke(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        body: bytes | None,
+        query: dict[str, str] | None,
+    ) -> tuple[int, dict[str, str], bytes]:
         route = route_for(method, path)
         label = f"{method} {route.path if route else path}"
         start = len(self.meter.calls) if self.meter is not None else 0
@@ -70,8 +78,16 @@ class InProcessClient(SentinelClient):
         super().__init__("http://127.0.0.1:9", token=token)
         self.recorder = recorder
 
-    def request(self, method: str, path: str, body: Any = None, *, query: Any = None, if_match: str | None = None,
-                idempotency_key: str | None = None) -> Response:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: Any = None,
+        if_match: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Response:
         headers = {"accept": ACCEPT, "content-type": "application/json", "user-agent": "sentinel-bench"}
         if self._token is not None:
             headers["authorization"] = f"Bearer {self._token}"
@@ -86,7 +102,9 @@ class InProcessClient(SentinelClient):
             data = b"{}"
         pairs = {k: str(v) for k, v in (query or {}).items() if v is not None} or None
         status, out_headers, raw = self.recorder.invoke(method, "/v1" + path, headers, data, pairs)
-        return Response(status, self._parse_body(status, raw), {k.lower(): v for k, v in out_headers.items()}, raw)
+        return Response(
+            status, self._parse_body(status, raw), {k.lower(): v for k, v in out_headers.items()}, raw
+        )
 
 
 @dataclass
@@ -102,7 +120,9 @@ class World:
         return {role: self.client(role) for role in ("requester", "publisher", "reviewer")}
 
 
-def build_world(client: Any, key_dir: Path, meter: Any | None = None, admin_client: Any | None = None) -> World:
+def build_world(
+    client: Any, key_dir: Path, meter: Any | None = None, admin_client: Any | None = None
+) -> World:
     """Tables, the seeded demo project and principals (`sentinel serve --seed`), the handlers wired to a gate
     over `client`. Nothing is metered until this returns (the caller clears its meter)."""
     from sentinel_gateway.gateway import LocalGateway
@@ -121,6 +141,7 @@ def build_world(client: Any, key_dir: Path, meter: Any | None = None, admin_clie
     # The operator provisions through its own client, so the seed's writes never reach the meter.
     seed = seed_demo(compose(settings, dynamodb=admin_client, token_key=services.token_key()).operator)
     recorder = Recorder(None, meter)
-    recorder.gateway = LocalGateway(lambda: services,
-                                    authorizer=recorder.timed_authorizer(make_authorizer(lambda: services)))
+    recorder.gateway = LocalGateway(
+        lambda: services, authorizer=recorder.timed_authorizer(make_authorizer(lambda: services))
+    )
     return World(services, seed, recorder)

@@ -35,7 +35,7 @@ def _number_size(text: str) -> int:
 
 
 def value_size(value: dict[str, Any]) -> int:
-    (kind, inner), = value.items()
+    ((kind, inner),) = value.items()
     if kind == "S":
         return len(inner.encode("utf-8"))
     if kind == "N":
@@ -119,7 +119,9 @@ class MeteredClient:
         return attr
 
     def _old(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
-        item: dict[str, Any] | None = self.client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+        item: dict[str, Any] | None = self.client.get_item(TableName=table, Key=key, ConsistentRead=True).get(
+            "Item"
+        )
         return item
 
     def _key(self, table: str, item: dict[str, Any]) -> dict[str, Any]:
@@ -145,13 +147,18 @@ class MeteredClient:
         pk = self._partition_key(kwargs)
         before: list[tuple[int, int, bool]] = []  # (new size, old size, transactional) per written item
         if name == "put_item":
-            before.append((item_size(kwargs["Item"]), item_size(self._old(table, self._key(table, kwargs["Item"]))),
-                           False))
+            before.append(
+                (
+                    item_size(kwargs["Item"]),
+                    item_size(self._old(table, self._key(table, kwargs["Item"]))),
+                    False,
+                )
+            )
         elif name == "delete_item":
             before.append((0, item_size(self._old(table, kwargs["Key"])), False))
         elif name == "transact_write_items":
             for op in kwargs["TransactItems"]:
-                (kind, body), = op.items()
+                ((kind, body),) = op.items()
                 table = body["TableName"]
                 if kind == "Put":
                     pk = pk or body["Item"]["pk"]["S"]
@@ -179,12 +186,23 @@ class MeteredClient:
             if name == "update_item" and not failed:
                 after = self._old(table, kwargs["Key"])
                 before.append((item_size(after), item_size(after), False))
-            self._record(name, table, pk, consistent, response, before, seconds, failed,
-                         "ExclusiveStartKey" in kwargs)
+            self._record(
+                name, table, pk, consistent, response, before, seconds, failed, "ExclusiveStartKey" in kwargs
+            )
         return response
 
-    def _record(self, name: str, table: str, pk: str, consistent: bool, response: dict[str, Any],
-                writes: list[tuple[int, int, bool]], seconds: float, failed: bool, continued: bool) -> None:
+    def _record(
+        self,
+        name: str,
+        table: str,
+        pk: str,
+        consistent: bool,
+        response: dict[str, Any],
+        writes: list[tuple[int, int, bool]],
+        seconds: float,
+        failed: bool,
+        continued: bool,
+    ) -> None:
         rru = wru = 0.0
         items = 0
         size = 0
@@ -205,8 +223,21 @@ class MeteredClient:
             moto_units = float(moto.get("CapacityUnits", 0))
         else:
             moto_units = None
-        call = Call(name, table, pk, consistent, items, size, rru, wru, seconds, moto_units, failed, continued,
-                    dict(self.context))
+        call = Call(
+            name,
+            table,
+            pk,
+            consistent,
+            items,
+            size,
+            rru,
+            wru,
+            seconds,
+            moto_units,
+            failed,
+            continued,
+            dict(self.context),
+        )
         with self._lock:
             self.calls.append(call)
 

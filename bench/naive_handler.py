@@ -22,8 +22,9 @@ metrics = Metrics(namespace="Naive", service="naive")
 app = APIGatewayHttpResolver(enable_validation=True)
 dynamodb = boto3.client("dynamodb")
 persistence = DynamoDBPersistenceLayer(table_name="naive-idempotency", boto3_client=dynamodb)
-config = IdempotencyConfig(event_key_jmespath='headers."idempotency-key"', raise_on_no_idempotency_key=True,
-                           hash_function="sha256")
+config = IdempotencyConfig(
+    event_key_jmespath='headers."idempotency-key"', raise_on_no_idempotency_key=True, hash_function="sha256"
+)
 
 
 class Item(BaseModel):

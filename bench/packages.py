@@ -41,7 +41,10 @@ def run(_quick: bool) -> dict[str, Any]:
         if path not in paths.values():
             paths[path.stem] = path
     if not paths:
-        return {"built": False, "note": "not built: no build/digests.json and no zip under build/ (run `make build`)"}
+        return {
+            "built": False,
+            "note": "not built: no build/digests.json and no zip under build/ (run `make build`)",
+        }
     rows = []
     for key, path in sorted(paths.items()):
         if not path.exists():
@@ -55,27 +58,47 @@ def run(_quick: bool) -> dict[str, Any]:
             pyc = sum(1 for i in infos if i.filename.endswith(".pyc"))
         expected = entries.get(key, {}).get("sha256") if isinstance(entries.get(key), dict) else None
         sha = hashlib.sha256(data).hexdigest()
-        rows.append({
-            "package": key, "path": str(path.relative_to(REPO)), "kind": "layer" if "layer" in key else "function",
-            "zipped_mb": r(len(data) / MB, 3), "unzipped_mb": r(unzipped / MB, 3), "entries": len(infos),
-            "pyc_files": pyc, "sha256_matches_digests": None if expected is None else expected == sha,
-            "zipped_share_of_50mb": r(len(data) / ZIPPED_LIMIT, 4), "largest_mb": largest,
-        })
+        rows.append(
+            {
+                "package": key,
+                "path": str(path.relative_to(REPO)),
+                "kind": "layer" if "layer" in key else "function",
+                "zipped_mb": r(len(data) / MB, 3),
+                "unzipped_mb": r(unzipped / MB, 3),
+                "entries": len(infos),
+                "pyc_files": pyc,
+                "sha256_matches_digests": None if expected is None else expected == sha,
+                "zipped_share_of_50mb": r(len(data) / ZIPPED_LIMIT, 4),
+                "largest_mb": largest,
+            }
+        )
     present = [row for row in rows if not row.get("missing")]
     layers = [row for row in present if row["kind"] == "layer"]
     functions = [row for row in present if row["kind"] == "function"]
     # Every function ships the one function package with every layer (infra attaches both layers to each).
-    combined = [{"function_package": f["package"],
-                 "unzipped_with_layers_mb": r(f["unzipped_mb"] + sum(layer["unzipped_mb"] for layer in layers), 2)}
-                for f in functions]
+    combined = [
+        {
+            "function_package": f["package"],
+            "unzipped_with_layers_mb": r(f["unzipped_mb"] + sum(layer["unzipped_mb"] for layer in layers), 2),
+        }
+        for f in functions
+    ]
     within = all(row["zipped_mb"] * MB <= ZIPPED_LIMIT for row in present) and all(
-        c["unzipped_with_layers_mb"] * MB <= UNZIPPED_LIMIT for c in combined)
+        c["unzipped_with_layers_mb"] * MB <= UNZIPPED_LIMIT for c in combined
+    )
     return {
-        "built": True, "runtime": manifest.get("runtime"), "packages": rows, "combined": combined,
+        "built": True,
+        "runtime": manifest.get("runtime"),
+        "packages": rows,
+        "combined": combined,
         "limits": {"zipped_direct_upload_mb": 50, "unzipped_with_layers_mb": 250},
-        "target": {"rule": "every zip under 50 MB; function plus layers under 250 MB unzipped", "met": within},
+        "target": {
+            "rule": "every zip under 50 MB; function plus layers under 250 MB unzipped",
+            "met": within,
+        },
         "note": "boto3 and botocore come from the Lambda runtime and are not in these zips"
-        if "deps_layer" in entries else "",
+        if "deps_layer" in entries
+        else "",
     }
 
 

@@ -15,7 +15,7 @@ PRICES: dict[str, Any] = {
     "dynamodb_on_demand_wru_per_million": 1.25,
     "dynamodb_on_demand_rru_per_million": 0.25,
     "dynamodb_note": "the brief's prices (AWS list prices until 2024-10-31); since 2024-11-01 AWS lists "
-                     "$0.625 per million WRU and $0.125 per million RRU (a 50% cut), shown as 'current'",
+    "$0.625 per million WRU and $0.125 per million RRU (a 50% cut), shown as 'current'",
     "dynamodb_current_wru_per_million": 0.625,
     "dynamodb_current_rru_per_million": 0.125,
     "http_api_per_million": 1.00,
@@ -26,10 +26,11 @@ PRICES: dict[str, Any] = {
 }
 
 
-
 def _memory_mb() -> tuple[int, str]:
     """The functions' memory as infra/constructs/service_function.py sets it (read, not imported: CDK is slow)."""
-    path = Path(__file__).resolve().parents[1] / "src" / "sentinel_infra" / "constructs" / "service_function.py"
+    path = (
+        Path(__file__).resolve().parents[1] / "src" / "sentinel_infra" / "constructs" / "service_function.py"
+    )
     try:
         found = re.search(r"^MEMORY_MB = (\d+)", path.read_text(), re.MULTILINE)
     except OSError:
@@ -45,8 +46,15 @@ ASSUMPTIONS: dict[str, Any] = {
     # (one core of this machine, taken as equal to one Graviton core) is scaled by that share.
     "cpu_scale": round(max(1.0, 1769 / MEMORY_MB), 3),
     # In-region DynamoDB latencies per call (moto's own time is not DynamoDB's and is reported apart).
-    "dynamodb_latency_ms": {"get_item": 4.0, "query": 5.0, "scan": 10.0, "put_item": 6.0, "delete_item": 6.0,
-                            "update_item": 6.0, "transact_write_items": 14.0},
+    "dynamodb_latency_ms": {
+        "get_item": 4.0,
+        "query": 5.0,
+        "scan": 10.0,
+        "put_item": 6.0,
+        "delete_item": 6.0,
+        "update_item": 6.0,
+        "transact_write_items": 14.0,
+    },
     "cold_start_share": 0.01,  # AWS: INITs occur in under 1% of invocations of production workloads
     "authorizer": "uncached: the HTTP API invokes the authorizer on every request (cached: result TTL hits)",
 }
@@ -55,13 +63,21 @@ ASSUMPTIONS: dict[str, Any] = {
 def lambda_cost(billed_ms: float, memory_mb: int | None = None) -> float:
     """Dollars for one invocation of billed_ms at the assumed memory: duration plus the request."""
     gb = (memory_mb or ASSUMPTIONS["lambda_memory_mb"]) / 1024
-    return billed_ms / 1000 * gb * PRICES["lambda_arm64_gb_second"] + PRICES["lambda_requests_per_million"] / 1e6
+    return (
+        billed_ms / 1000 * gb * PRICES["lambda_arm64_gb_second"] + PRICES["lambda_requests_per_million"] / 1e6
+    )
 
 
 def dynamodb_cost(rru: float, wru: float, current: bool = False) -> float:
     if current:
-        return (rru * PRICES["dynamodb_current_rru_per_million"] + wru * PRICES["dynamodb_current_wru_per_million"]) / 1e6
-    return (rru * PRICES["dynamodb_on_demand_rru_per_million"] + wru * PRICES["dynamodb_on_demand_wru_per_million"]) / 1e6
+        return (
+            rru * PRICES["dynamodb_current_rru_per_million"]
+            + wru * PRICES["dynamodb_current_wru_per_million"]
+        ) / 1e6
+    return (
+        rru * PRICES["dynamodb_on_demand_rru_per_million"]
+        + wru * PRICES["dynamodb_on_demand_wru_per_million"]
+    ) / 1e6
 
 
 def http_api_cost(requests: int = 1) -> float:

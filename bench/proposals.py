@@ -65,8 +65,9 @@ class _MemoProject:
 def _indexed_check_findings() -> Iterator[None]:
     original = decision_module.check_findings
 
-    def check_findings(state: Any, project: Any, check: dict[str, Any], obligation_id: str, as_of: str
-                       ) -> list[dict[str, Any]]:
+    def check_findings(
+        state: Any, project: Any, check: dict[str, Any], obligation_id: str, as_of: str
+    ) -> list[dict[str, Any]]:
         if isinstance(state, _IndexedCandidate):
             state = _EvidenceView(state, state.evidence_by_check.get((check["check_id"], obligation_id), []))
         return original(state, project, check, obligation_id, as_of)

@@ -40,7 +40,9 @@ INGESTION = REPO / "bench" / "bench_ingestion.py"
 
 def _git(*args: str) -> str:
     try:
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
 
@@ -75,12 +77,14 @@ def run_ingestion(quick: bool) -> dict[str, Any] | None:
         return None
     out = RESULTS / "ingestion.json"
     out.unlink(missing_ok=True)
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", BENCH_RESULT_JSON=str(out),
-               BENCH_QUICK="1" if quick else "")
+    env = dict(
+        os.environ, PYTHONDONTWRITEBYTECODE="1", BENCH_RESULT_JSON=str(out), BENCH_QUICK="1" if quick else ""
+    )
     t0 = time.perf_counter()
     try:
-        done = subprocess.run([sys.executable, str(INGESTION)], cwd=REPO, env=env, capture_output=True, text=True,
-                              timeout=600)
+        done = subprocess.run(
+            [sys.executable, str(INGESTION)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+        )
     except subprocess.TimeoutExpired:
         return {"error": "timed out after 600 s"}
     seconds = round(time.perf_counter() - t0, 1)
@@ -115,11 +119,16 @@ def main(argv: list[str] | None = None) -> int:
     cli = list(argv if argv is not None else sys.argv[1:])
     command = os.environ.get("BENCH_COMMAND") or " ".join([".venv/bin/python -m bench", *cli])
     report: dict[str, Any] = {
-        "generated_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "command": command,
+        "generated_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": command,
         "quick": args.quick,
         "git": {"commit": _git("rev-parse", "--short", "HEAD"), "dirty": bool(_git("status", "--porcelain"))},
-        "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                    "cpus": os.cpu_count(), "load_at_start": _load()},
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load_at_start": _load(),
+        },
         "sections": {},
     }
     started = time.perf_counter()
@@ -150,8 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.docs:
         path = Path(args.docs)
         path.write_text(replace_block(path.read_text() if path.exists() else "", markdown))
-    print(f"bench: wrote {(RESULTS / 'report.json').relative_to(REPO)} and {(RESULTS / 'report.md').relative_to(REPO)}"
-          f" in {report['seconds']} s", flush=True)
+    print(
+        f"bench: wrote {(RESULTS / 'report.json').relative_to(REPO)} and {(RESULTS / 'report.md').relative_to(REPO)}"
+        f" in {report['seconds']} s",
+        flush=True,
+    )
     for line in markdown.split("## ")[1].splitlines()[1:]:  # the targets table
         if line.startswith("|"):
             print(line)

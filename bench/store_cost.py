@@ -30,20 +30,33 @@ def _phase(calls: list[Any], phase: str) -> list[Any]:
     return [c for c in calls if c.context.get("phase") == phase]
 
 
-def request_cost(request: Any, compute_ms: float | None = None, authorizer_cached: bool = False,
-                 init_ms: dict[str, float] | None = None, function: str = "gating") -> dict[str, Any]:
+def request_cost(
+    request: Any,
+    compute_ms: float | None = None,
+    authorizer_cached: bool = False,
+    init_ms: dict[str, float] | None = None,
+    function: str = "gating",
+) -> dict[str, Any]:
     """The units, estimated billed durations and dollars of one request (per million: x 1e6)."""
     fn_calls, auth_calls = _phase(request.calls, "function"), _phase(request.calls, "authorizer")
     fn_store = sum(c.seconds for c in fn_calls)
     auth_store = sum(c.seconds for c in auth_calls)
-    fn_compute = compute_ms if compute_ms is not None else (request.seconds - request.authorizer_seconds - fn_store) * 1000
+    fn_compute = (
+        compute_ms
+        if compute_ms is not None
+        else (request.seconds - request.authorizer_seconds - fn_store) * 1000
+    )
     auth_compute = (request.authorizer_seconds - auth_store) * 1000
     fn_billed = billed_ms(fn_compute, Counter(c.op for c in fn_calls))
     auth_billed = billed_ms(auth_compute, Counter(c.op for c in auth_calls))
     rru = sum(c.rru for c in fn_calls)
     wru = sum(c.wru for c in fn_calls)
     auth_rru = sum(c.rru for c in auth_calls)
-    cost = {"http_api": http_api_cost(), "function_lambda": lambda_cost(fn_billed), "dynamodb": dynamodb_cost(rru, wru)}
+    cost = {
+        "http_api": http_api_cost(),
+        "function_lambda": lambda_cost(fn_billed),
+        "dynamodb": dynamodb_cost(rru, wru),
+    }
     if not authorizer_cached:
         cost["authorizer_lambda"] = lambda_cost(auth_billed)
         cost["authorizer_dynamodb"] = dynamodb_cost(auth_rru, 0)
@@ -51,18 +64,31 @@ def request_cost(request: Any, compute_ms: float | None = None, authorizer_cache
         share = ASSUMPTIONS["cold_start_share"]
         cost["init_amortised"] = share * lambda_cost(init_ms.get(function, 0.0)) - share * lambda_cost(0)
         if not authorizer_cached:
-            cost["init_amortised"] += share * lambda_cost(init_ms.get("authorizer", 0.0)) - share * lambda_cost(0)
+            cost["init_amortised"] += share * lambda_cost(
+                init_ms.get("authorizer", 0.0)
+            ) - share * lambda_cost(0)
     total = sum(cost.values())
-    current = total - cost["dynamodb"] - cost.get("authorizer_dynamodb", 0.0) + dynamodb_cost(rru, wru, current=True) \
+    current = (
+        total
+        - cost["dynamodb"]
+        - cost.get("authorizer_dynamodb", 0.0)
+        + dynamodb_cost(rru, wru, current=True)
         + (0.0 if authorizer_cached else dynamodb_cost(auth_rru, 0, current=True))
+    )
     return {
-        "calls": dict(Counter(c.op for c in fn_calls)), "authorizer_calls": dict(Counter(c.op for c in auth_calls)),
-        "rru": rru, "wru": wru, "authorizer_rru": auth_rru,
-        "bytes_read": sum(c.bytes for c in fn_calls if c.rru), "bytes_written": sum(c.bytes for c in fn_calls if c.wru),
+        "calls": dict(Counter(c.op for c in fn_calls)),
+        "authorizer_calls": dict(Counter(c.op for c in auth_calls)),
+        "rru": rru,
+        "wru": wru,
+        "authorizer_rru": auth_rru,
+        "bytes_read": sum(c.bytes for c in fn_calls if c.rru),
+        "bytes_written": sum(c.bytes for c in fn_calls if c.wru),
         "moto_units": r(sum(c.moto_units or 0 for c in fn_calls), 1),
-        "function_compute_ms": r(fn_compute, 2), "authorizer_compute_ms": r(auth_compute, 2),
+        "function_compute_ms": r(fn_compute, 2),
+        "authorizer_compute_ms": r(auth_compute, 2),
         "store_ms_moto": r((fn_store + auth_store) * 1000, 2),
-        "function_billed_ms": fn_billed, "authorizer_billed_ms": auth_billed,
+        "function_billed_ms": fn_billed,
+        "authorizer_billed_ms": auth_billed,
         "usd_per_million": {k: r(v * 1e6, 3) for k, v in cost.items()},
         "usd_per_million_total": r(total * 1e6, 3),
         "usd_per_million_total_current_dynamodb": r(current * 1e6, 3),
@@ -85,28 +111,36 @@ def _routes(requests: list[Any], init_ms: dict[str, float] | None) -> list[dict[
     for route, group in grouped.items():
         costs = [request_cost(q, init_ms=init_ms, function=_function_of(route)) for q in group]
         first = costs[0]
-        rows.append({
-            "route": route, "function": _function_of(route), "requests": len(group),
-            "statuses": sorted({q.status for q in group}),
-            "calls_per_request": first["calls"], "authorizer_calls": first["authorizer_calls"],
-            "rru_per_request": r(statistics.mean(c["rru"] for c in costs), 2),
-            "wru_per_request": r(statistics.mean(c["wru"] for c in costs), 2),
-            "function_compute_ms": r(statistics.median(c["function_compute_ms"] for c in costs), 2),
-            "function_billed_ms": r(statistics.median(c["function_billed_ms"] for c in costs), 1),
-            "usd_per_million_requests": r(statistics.mean(c["usd_per_million_total"] for c in costs), 3),
-            "moto_units_per_request": r(statistics.mean(c["moto_units"] for c in costs), 2),
-        })
+        rows.append(
+            {
+                "route": route,
+                "function": _function_of(route),
+                "requests": len(group),
+                "statuses": sorted({q.status for q in group}),
+                "calls_per_request": first["calls"],
+                "authorizer_calls": first["authorizer_calls"],
+                "rru_per_request": r(statistics.mean(c["rru"] for c in costs), 2),
+                "wru_per_request": r(statistics.mean(c["wru"] for c in costs), 2),
+                "function_compute_ms": r(statistics.median(c["function_compute_ms"] for c in costs), 2),
+                "function_billed_ms": r(statistics.median(c["function_billed_ms"] for c in costs), 1),
+                "usd_per_million_requests": r(statistics.mean(c["usd_per_million_total"] for c in costs), 3),
+                "moto_units_per_request": r(statistics.mean(c["moto_units"] for c in costs), 2),
+            }
+        )
     return rows
 
 
 def _sum_costs(costs: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {"requests": len(costs), "rru": r(sum(c["rru"] + c["authorizer_rru"] for c in costs), 1),
-                           "wru": r(sum(c["wru"] for c in costs), 1),
-                           "calls": dict(sum((Counter(c["calls"]) + Counter(c["authorizer_calls"]) for c in costs),
-                                             Counter())),
-                           "usd_per_million": r(sum(c["usd_per_million_total"] for c in costs), 2),
-                           "usd_per_million_current_dynamodb": r(sum(c["usd_per_million_total_current_dynamodb"]
-                                                                     for c in costs), 2)}
+    out: dict[str, Any] = {
+        "requests": len(costs),
+        "rru": r(sum(c["rru"] + c["authorizer_rru"] for c in costs), 1),
+        "wru": r(sum(c["wru"] for c in costs), 1),
+        "calls": dict(sum((Counter(c["calls"]) + Counter(c["authorizer_calls"]) for c in costs), Counter())),
+        "usd_per_million": r(sum(c["usd_per_million_total"] for c in costs), 2),
+        "usd_per_million_current_dynamodb": r(
+            sum(c["usd_per_million_total_current_dynamodb"] for c in costs), 2
+        ),
+    }
     parts: Counter[str] = Counter()
     for c in costs:
         parts.update(c["usd_per_million"])
@@ -125,8 +159,11 @@ def _init_ms() -> dict[str, float] | None:
     try:
         results = json.loads(path.read_text())["results"]
         mode = "lambda" if "lambda" in results else "none"
-        return {name: round(row["init_cpu_ms"] * ASSUMPTIONS["cpu_scale"], 1)
-                for name, row in results[mode].items() if "+" not in name}
+        return {
+            name: round(row["init_cpu_ms"] * ASSUMPTIONS["cpu_scale"], 1)
+            for name, row in results[mode].items()
+            if "+" not in name
+        }
     except (KeyError, ValueError):
         return None
 
@@ -139,15 +176,21 @@ def _compressed_estimate(raw: Any, table: str, pks: list[str]) -> dict[str, Any]
     now_bytes = compressed_bytes = 0
     rru_now = rru_compressed = 0.0
     for pk in pks:
-        kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True,
-                                  "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-                                  "ExpressionAttributeValues": {":pk": {"S": pk}, ":lo": {"S": "E#"},
-                                                                ":hi": {"S": "HEAD"}}}
+        kwargs: dict[str, Any] = {
+            "TableName": table,
+            "ConsistentRead": True,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {":pk": {"S": pk}, ":lo": {"S": "E#"}, ":hi": {"S": "HEAD"}},
+        }
         while True:
             page = raw.query(**kwargs)
             sizes = [item_size(i) for i in page["Items"]]
-            packed = [item_size({**i, "fact": {"B": zlib.compress(i["fact"]["S"].encode(), 6)}}) if "fact" in i
-                      else item_size(i) for i in page["Items"]]
+            packed = [
+                item_size({**i, "fact": {"B": zlib.compress(i["fact"]["S"].encode(), 6)}})
+                if "fact" in i
+                else item_size(i)
+                for i in page["Items"]
+            ]
             now_bytes += sum(sizes)
             compressed_bytes += sum(packed)
             rru_now += read_units(sum(sizes), True)
@@ -155,8 +198,13 @@ def _compressed_estimate(raw: Any, table: str, pks: list[str]) -> dict[str, Any]
             if "LastEvaluatedKey" not in page:
                 break
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-    return {"bytes": now_bytes, "bytes_compressed": compressed_bytes, "rru": rru_now,
-            "rru_compressed": rru_compressed, "ratio": r(compressed_bytes / max(now_bytes, 1), 3)}
+    return {
+        "bytes": now_bytes,
+        "bytes_compressed": compressed_bytes,
+        "rru": rru_now,
+        "rru_compressed": rru_compressed,
+        "ratio": r(compressed_bytes / max(now_bytes, 1), 3),
+    }
 
 
 def _hold_decisions(sizes: tuple[int, ...]) -> list[dict[str, Any]]:
@@ -177,12 +225,24 @@ def _hold_decisions(sizes: tuple[int, ...]) -> list[dict[str, Any]]:
         facts = fixtures.candidate_facts(n, now, mixed=True)
         state = CandidateState.from_facts(parse_facts(fixtures.fact_texts(facts)), as_of)
         verdict = decide(state, project, as_of)
-        fact = {"type": "decision.recorded", **verdict.as_dict(), "actor": fixtures.AGENT, "recorded_at": as_of}
+        fact = {
+            "type": "decision.recorded",
+            **verdict.as_dict(),
+            "actor": fixtures.AGENT,
+            "recorded_at": as_of,
+        }
         items = fixtures.chain_items("state", fixtures.PROJECT, "cand_bench", [*facts, fact])
         seq_sk = f"E#{len(facts) + 1:010d}"
         written = [i for i in items if i["sk"]["S"].startswith(seq_sk) or i["sk"]["S"] == "HEAD"]
-        rows.append({"obligations": n, "findings": len(verdict.findings), "fact_bytes": len(canonical_text(fact)),
-                     "items": len(written), "wru": sum(write_units(item_size(i), True) for i in written)})
+        rows.append(
+            {
+                "obligations": n,
+                "findings": len(verdict.findings),
+                "fact_bytes": len(canonical_text(fact)),
+                "items": len(written),
+                "wru": sum(write_units(item_size(i), True) for i in written),
+            }
+        )
     return rows
 
 
@@ -192,10 +252,12 @@ def _seed_large(raw: Any, table: str, n: int, now: datetime) -> tuple[str, str, 
     project = f"bench-{n}"
     candidate_id = f"cand_large_{n}"
     items = fixtures.chain_items(table, project, None, fixtures.project_facts(now, project))
-    items += fixtures.chain_items(table, project, candidate_id, fixtures.candidate_facts(n, now, candidate_id, project))
+    items += fixtures.chain_items(
+        table, project, candidate_id, fixtures.candidate_facts(n, now, candidate_id, project)
+    )
     t0 = time.perf_counter()
     for start in range(0, len(items), 25):
-        batch = [{"PutRequest": {"Item": item}} for item in items[start:start + 25]]
+        batch = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
         pending: dict[str, Any] = {table: batch}
         while pending:
             pending = raw.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
@@ -226,17 +288,27 @@ def _large(raw: Any, meter: Any, gate: Any, table: str, sizes: tuple[int, ...]) 
         rru = sum(c.rru for c in calls)
         cost = http_api_cost() + lambda_cost(billed) + dynamodb_cost(rru, 0)
         packed = _compressed_estimate(raw, table, [f"P#{project}#C#{candidate_id}", f"P#{project}"])
-        rows.append({
-            "rru_with_compressed_facts": packed["rru_compressed"],
-            "obligations": n, "evidence": n, "items": items, "seed_batch_write_s": r(seed_s, 2),
-            "decision": body["decision"], "findings": len(body["findings"]),
-            "candidate_queries": sum(1 for c in candidate_calls if not c.continued),
-            "candidate_pages": len(candidate_calls), "calls": dict(ops),
-            "bytes_read": sum(c.bytes for c in calls), "rru": rru,
-            "total_ms": r(total * 1000, 1), "store_ms_moto": r(store * 1000, 1), "compute_ms": r(compute_ms, 1),
-            "estimated_billed_ms": billed,
-            "usd_per_million_reads_cached_authorizer": r(cost * 1e6, 2),
-        })
+        rows.append(
+            {
+                "rru_with_compressed_facts": packed["rru_compressed"],
+                "obligations": n,
+                "evidence": n,
+                "items": items,
+                "seed_batch_write_s": r(seed_s, 2),
+                "decision": body["decision"],
+                "findings": len(body["findings"]),
+                "candidate_queries": sum(1 for c in candidate_calls if not c.continued),
+                "candidate_pages": len(candidate_calls),
+                "calls": dict(ops),
+                "bytes_read": sum(c.bytes for c in calls),
+                "rru": rru,
+                "total_ms": r(total * 1000, 1),
+                "store_ms_moto": r(store * 1000, 1),
+                "compute_ms": r(compute_ms, 1),
+                "estimated_billed_ms": billed,
+                "usd_per_million_reads_cached_authorizer": r(cost * 1e6, 2),
+            }
+        )
     return rows
 
 
@@ -270,10 +342,14 @@ def run(quick: bool) -> dict[str, Any]:
         for _ in range(3 if quick else SAMPLES):
             requester.decision(project, cid)
         reads = list(recorder.requests)
-        read_compute = statistics.median((q.seconds - q.authorizer_seconds - sum(
-            c.seconds for c in _phase(q.calls, "function"))) * 1000 for q in reads)
+        read_compute = statistics.median(
+            (q.seconds - q.authorizer_seconds - sum(c.seconds for c in _phase(q.calls, "function"))) * 1000
+            for q in reads
+        )
         hook_read = request_cost(reads[0], compute_ms=read_compute, init_ms=init_ms)
-        hook_read_cached = request_cost(reads[0], compute_ms=read_compute, authorizer_cached=True, init_ms=init_ms)
+        hook_read_cached = request_cost(
+            reads[0], compute_ms=read_compute, authorizer_cached=True, init_ms=init_ms
+        )
         fn_calls = _phase(reads[0].calls, "function")
         candidate_pk = f"P#{project}#C#{cid}"
         one_query = {
@@ -287,29 +363,48 @@ def run(quick: bool) -> dict[str, Any]:
         for label, pk in (("candidate", candidate_pk), ("project", f"P#{project}")):
             chain = [c for c in fn_calls if c.pk == pk]
             items, size = sum(c.items for c in chain), sum(c.bytes for c in chain)
-            partitions[label] = {"items": items, "bytes": size, "rru": sum(c.rru for c in chain),
-                                 "bytes_per_item": r(size / max(items, 1), 0),
-                                 "items_per_extra_rru": r(4096 / max(size / max(items, 1), 1), 1)}
-        compressed = _compressed_estimate(raw, world.runtime.settings.state_table, [candidate_pk, f"P#{project}"])
+            partitions[label] = {
+                "items": items,
+                "bytes": size,
+                "rru": sum(c.rru for c in chain),
+                "bytes_per_item": r(size / max(items, 1), 0),
+                "items_per_extra_rru": r(4096 / max(size / max(items, 1), 1), 1),
+            }
+        compressed = _compressed_estimate(
+            raw, world.runtime.settings.state_table, [candidate_pk, f"P#{project}"]
+        )
         recorded = next(q for q in flow_requests if q.route.endswith("/decisions"))
         recorder.requests.clear()
         for _ in range(2 if quick else 5):
             requester.record_decision(project, cid)
-        post_compute = statistics.median((q.seconds - q.authorizer_seconds - sum(
-            c.seconds for c in _phase(q.calls, "function"))) * 1000 for q in recorder.requests)
+        post_compute = statistics.median(
+            (q.seconds - q.authorizer_seconds - sum(c.seconds for c in _phase(q.calls, "function"))) * 1000
+            for q in recorder.requests
+        )
         recorded_cost = request_cost(recorded, compute_ms=post_compute, init_ms=init_ms)
         # A decision recorded while the candidate holds (just created: two findings), through the handlers.
-        fresh = requester.create_candidate(project, {
-            "subject": "payments", "base_revision": "e" * 40, "revision": "f" * 40, "environment": "staging",
-            "change": {"files": ["services/payments/api.py"]}}).body["candidate_id"]
+        fresh = requester.create_candidate(
+            project,
+            {
+                "subject": "payments",
+                "base_revision": "e" * 40,
+                "revision": "f" * 40,
+                "environment": "staging",
+                "change": {"files": ["services/payments/api.py"]},
+            },
+        ).body["candidate_id"]
         recorder.requests.clear()
         requester.record_decision(project, fresh)
         hold = recorder.requests[-1]
-        recorded_hold = {"findings": len(json.loads(requester.decision(project, fresh).raw)["findings"]),
-                         "wru": sum(c.wru for c in _phase(hold.calls, "function")),
-                         "rru": sum(c.rru for c in _phase(hold.calls, "function"))}
-        recorded_items = [{"op": c.op, "bytes": c.bytes, "items": c.items, "wru": c.wru, "rru": c.rru}
-                          for c in _phase(recorded.calls, "function")]
+        recorded_hold = {
+            "findings": len(json.loads(requester.decision(project, fresh).raw)["findings"]),
+            "wru": sum(c.wru for c in _phase(hold.calls, "function")),
+            "rru": sum(c.rru for c in _phase(hold.calls, "function")),
+        }
+        recorded_items = [
+            {"op": c.op, "bytes": c.bytes, "items": c.items, "wru": c.wru, "rru": c.rru}
+            for c in _phase(recorded.calls, "function")
+        ]
 
         # How a decision read grows with the decisions recorded on the candidate before it.
         growth = []
@@ -321,48 +416,77 @@ def run(quick: bool) -> dict[str, Any]:
             recorder.requests.clear()
             requester.decision(project, cid)
             q = recorder.requests[-1]
-            growth.append({"recorded_decisions": done, "rru": sum(c.rru for c in _phase(q.calls, "function")),
-                           "bytes_read": sum(c.bytes for c in _phase(q.calls, "function") if c.rru)})
+            growth.append(
+                {
+                    "recorded_decisions": done,
+                    "rru": sum(c.rru for c in _phase(q.calls, "function")),
+                    "bytes_read": sum(c.bytes for c in _phase(q.calls, "function") if c.rru),
+                }
+            )
 
         flow_costs = [request_cost(q, init_ms=init_ms, function=_function_of(q.route)) for q in flow_requests]
         whole = _sum_costs(flow_costs)
-        whole_cached = _sum_costs([request_cost(q, authorizer_cached=True, init_ms=init_ms,
-                                                function=_function_of(q.route)) for q in flow_requests])
-        large = _large(raw, meter, world.runtime.gate, world.runtime.settings.state_table,
-                       (100, 500) if quick else LARGE_SIZES)
-        moto_reference = {"hook_decision_read_moto_units": hook_read["moto_units"],
-                          "hook_decision_read_computed_rru": hook_read["rru"]}
+        whole_cached = _sum_costs(
+            [
+                request_cost(q, authorizer_cached=True, init_ms=init_ms, function=_function_of(q.route))
+                for q in flow_requests
+            ]
+        )
+        large = _large(
+            raw,
+            meter,
+            world.runtime.gate,
+            world.runtime.settings.state_table,
+            (100, 500) if quick else LARGE_SIZES,
+        )
+        moto_reference = {
+            "hook_decision_read_moto_units": hook_read["moto_units"],
+            "hook_decision_read_computed_rru": hook_read["rru"],
+        }
 
     targets = {
-        "one_query_per_decision_read": {"rule": "one strongly consistent Query (plus its pages) of the candidate "
-                                                "per decision read", **one_query,
-                                        "met": one_query["candidate_queries"] == 1
-                                        and set(one_query["operations"]) == {"query"}
-                                        and one_query["all_strongly_consistent"]},
-        "recorded_decision_write_units": {"rule": "a recorded decision costs at most 6 write units, audit event "
-                                                  "included (the flow's ready decision, and a hold with the "
-                                                  "findings of a new candidate)", "wru": recorded_cost["wru"],
-                                          "hold_wru": recorded_hold["wru"], "hold_findings": recorded_hold["findings"],
-                                          "met": recorded_cost["wru"] <= 6 and recorded_hold["wru"] <= 6},
-        "hook_read_under_2_50": {"rule": "a hook decision read costs under $2.50 per million (authorizer not "
-                                         "cached)", "usd_per_million": hook_read["usd_per_million_total"],
-                                 "usd_per_million_authorizer_cached": hook_read_cached["usd_per_million_total"],
-                                 "met": hook_read["usd_per_million_total"] < 2.5},
+        "one_query_per_decision_read": {
+            "rule": "one strongly consistent Query (plus its pages) of the candidate per decision read",
+            **one_query,
+            "met": one_query["candidate_queries"] == 1
+            and set(one_query["operations"]) == {"query"}
+            and one_query["all_strongly_consistent"],
+        },
+        "recorded_decision_write_units": {
+            "rule": "a recorded decision costs at most 6 write units, audit event "
+            "included (the flow's ready decision, and a hold with the "
+            "findings of a new candidate)",
+            "wru": recorded_cost["wru"],
+            "hold_wru": recorded_hold["wru"],
+            "hold_findings": recorded_hold["findings"],
+            "met": recorded_cost["wru"] <= 6 and recorded_hold["wru"] <= 6,
+        },
+        "hook_read_under_2_50": {
+            "rule": "a hook decision read costs under $2.50 per million (authorizer not cached)",
+            "usd_per_million": hook_read["usd_per_million_total"],
+            "usd_per_million_authorizer_cached": hook_read_cached["usd_per_million_total"],
+            "met": hook_read["usd_per_million_total"] < 2.5,
+        },
     }
     return {
         "method": {
             "units": "computed from item sizes by DynamoDB's rules (bench/metering.py); moto answers "
-                     "ReturnConsumedCapacity=TOTAL with fixed placeholders, kept as moto_units",
+            "ReturnConsumedCapacity=TOTAL with fixed placeholders, kept as moto_units",
             "durations": "local, in-process: function compute = request time - authorizer - store (moto) time; "
-                         "billed = compute x cpu_scale + assumed DynamoDB latency per call, rounded up to 1 ms",
+            "billed = compute x cpu_scale + assumed DynamoDB latency per call, rounded up to 1 ms",
             "warm": "a first ready flow warms every route and is not counted",
             "flow": "client/flow.py run_ready_flow, as `make demo` runs it, through the real handlers",
         },
-        "prices": PRICES, "assumptions": ASSUMPTIONS, "init_ms_used": init_ms,
+        "prices": PRICES,
+        "assumptions": ASSUMPTIONS,
+        "init_ms_used": init_ms,
         "routes": _routes(flow_requests, init_ms),
-        "hook_decision_read": hook_read, "hook_decision_read_authorizer_cached": hook_read_cached,
-        "recorded_decision": recorded_cost, "recorded_decision_items": recorded_items,
-        "ready_flow": whole, "ready_flow_authorizer_cached": whole_cached,
+        "hook_decision_read": hook_read,
+        "hook_decision_read_authorizer_cached": hook_read_cached,
+        "recorded_decision": recorded_cost,
+        "recorded_decision_items": recorded_items,
+        "ready_flow": whole,
+        "ready_flow_authorizer_cached": whole_cached,
         "per_million": {
             "hook_decision_reads_usd": hook_read["usd_per_million_total"],
             "hook_decision_reads_authorizer_cached_usd": hook_read_cached["usd_per_million_total"],
@@ -370,10 +494,13 @@ def run(quick: bool) -> dict[str, Any]:
             "complete_flows_usd": whole["usd_per_million"],
             "complete_flows_authorizer_cached_usd": whole_cached["usd_per_million"],
         },
-        "decision_read_partitions": partitions, "decision_read_growth": growth,
+        "decision_read_partitions": partitions,
+        "decision_read_growth": growth,
         "decision_read_with_compressed_facts": compressed,
         "recorded_hold_decision": recorded_hold,
-        "recorded_decision_by_findings": _hold_decisions((300,) if quick else (100, 1_000, 2_000)), "large_candidates": large, "moto_reference": moto_reference,
+        "recorded_decision_by_findings": _hold_decisions((300,) if quick else (100, 1_000, 2_000)),
+        "large_candidates": large,
+        "moto_reference": moto_reference,
         "targets": targets,
     }
 

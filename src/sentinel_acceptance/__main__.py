@@ -50,8 +50,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not region:
         print("error: no AWS region: set AWS_REGION or pass --region", file=sys.stderr)
         return 2
-    target = Target(kind=AWS, stack_name=args.stack or default_stack(), region=region, build_dir=args.build_dir,
-                    project=args.project, expect_mode=args.expect_mode, api_url=args.api_url)
+    target = Target(
+        kind=AWS,
+        stack_name=args.stack or default_stack(),
+        region=region,
+        build_dir=args.build_dir,
+        project=args.project,
+        expect_mode=args.expect_mode,
+        api_url=args.api_url,
+    )
     return 0 if gate.run(target, args.reports_dir).passed else 1
 
 
@@ -69,11 +76,14 @@ def cmd_local(args: argparse.Namespace) -> int:
         synthesized = time.monotonic()
         print(f"synthesized {synth.stack_name} in {synthesized - started:.1f} s", flush=True)
         options = LocalRun(project=args.project, expect_mode=args.expect_mode)
-        outcome = run_local(args.build_dir, args.reports_dir, synth, options,
-                            say=lambda line: print(line, flush=True))
+        outcome = run_local(
+            args.build_dir, args.reports_dir, synth, options, say=lambda line: print(line, flush=True)
+        )
     laps = ", ".join(f"{name} {ms / 1000:.1f} s" for name, ms in options.timings.items())
-    print(f"acceptance-local: {'passed' if outcome.passed else 'FAILED'} in {time.monotonic() - started:.1f} s "
-          f"(synth {synthesized - started:.1f} s, {laps}); report {outcome.report}")
+    print(
+        f"acceptance-local: {'passed' if outcome.passed else 'FAILED'} in {time.monotonic() - started:.1f} s "
+        f"(synth {synthesized - started:.1f} s, {laps}); report {outcome.report}"
+    )
     return 0 if outcome.passed else 1
 
 
@@ -89,7 +99,9 @@ def cmd_mint(args: argparse.Namespace) -> int:
     if not region:
         print("error: no AWS region: set AWS_REGION or pass --region", file=sys.stderr)
         return 2
-    described = boto3.client("cloudformation", region_name=region).describe_stacks(StackName=stack)["Stacks"][0]
+    described = boto3.client("cloudformation", region_name=region).describe_stacks(StackName=stack)["Stacks"][
+        0
+    ]
     outputs = {o["OutputKey"]: o.get("OutputValue") for o in described.get("Outputs", [])}
     minted = mint(operator_runtime(outputs, region), args.project, parse_duration(args.ttl))
     where = []
@@ -100,46 +112,74 @@ def cmd_mint(args: argparse.Namespace) -> int:
         secret_id = args.secret_id or default_secret_id(stack.removeprefix(names.stack_name("")))
         store_in_secret(boto3.client("secretsmanager", region_name=region), secret_id, minted)
         where.append(f"secret {secret_id}")
-    print(json.dumps({"project": args.project, "created": minted.created, "expires_at": minted.expires_at,
-                      "stored_in": where}))
+    print(
+        json.dumps(
+            {
+                "project": args.project,
+                "created": minted.created,
+                "expires_at": minted.expires_at,
+                "stored_in": where,
+            }
+        )
+    )
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m sentinel_acceptance", description="The Sentinel acceptance gate")
+    p = argparse.ArgumentParser(
+        prog="python -m sentinel_acceptance", description="The Sentinel acceptance gate"
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--build-dir", type=Path, default=DEFAULT_BUILD, help="where `make build` wrote digests.json")
+        sp.add_argument(
+            "--build-dir", type=Path, default=DEFAULT_BUILD, help="where `make build` wrote digests.json"
+        )
         sp.add_argument("--reports-dir", type=Path, default=DEFAULT_REPORTS, help="where attempt reports go")
-        sp.add_argument("--project", default=os.environ.get(ENV_PROJECT, DEFAULT_PROJECT),
-                        help="the dedicated acceptance project")
-        sp.add_argument("--expect-mode", choices=EXPECT_MODES,
-                        default=os.environ.get(ENV_EXPECT_MODE, "auto"),
-                        help="the proposal's expected mode (auto: model when health names a model provider)")
+        sp.add_argument(
+            "--project",
+            default=os.environ.get(ENV_PROJECT, DEFAULT_PROJECT),
+            help="the dedicated acceptance project",
+        )
+        sp.add_argument(
+            "--expect-mode",
+            choices=EXPECT_MODES,
+            default=os.environ.get(ENV_EXPECT_MODE, "auto"),
+            help="the proposal's expected mode (auto: model when health names a model provider)",
+        )
 
     run = sub.add_parser("run", help="check the deployed stack (make acceptance)")
     common(run)
-    run.add_argument("--stack", help=f"default: the one in {names.STACK_OUTPUTS_FILE}, ${ENV_STACK}, or cdk.json's")
+    run.add_argument(
+        "--stack", help=f"default: the one in {names.STACK_OUTPUTS_FILE}, ${ENV_STACK}, or cdk.json's"
+    )
     run.add_argument("--region")
     run.add_argument("--api-url", help="override the stack's ApiUrl output (a custom domain in front of it)")
     run.set_defaults(run=cmd_run)
 
     local = sub.add_parser("local", help="check an emulated deployment on moto (make acceptance-local)")
     common(local)
-    local.add_argument("--cdk-out", type=Path, help="reuse this synthesized cloud assembly (made from the same "
-                                                    "build) instead of synthesizing")
+    local.add_argument(
+        "--cdk-out",
+        type=Path,
+        help="reuse this synthesized cloud assembly (made from the same build) instead of synthesizing",
+    )
     local.add_argument("--stack", help="the stack in --cdk-out (default: cdk.json's stage)")
     local.set_defaults(run=cmd_local)
 
-    minting = sub.add_parser("mint", help="provision the acceptance principals and issue short-lived tokens "
-                                          "(operator credentials)")
+    minting = sub.add_parser(
+        "mint", help="provision the acceptance principals and issue short-lived tokens (operator credentials)"
+    )
     minting.add_argument("--stack")
     minting.add_argument("--region")
     minting.add_argument("--project", default=os.environ.get(ENV_PROJECT, DEFAULT_PROJECT))
-    minting.add_argument("--ttl", default="1h", help="token lifetime (e.g. 30m, 1h; at most 24h is short-lived)")
-    minting.add_argument("--secret-id", help="Secrets Manager secret to store the tokens in (default "
-                                             "sentinel/<stage>/acceptance-tokens)")
+    minting.add_argument(
+        "--ttl", default="1h", help="token lifetime (e.g. 30m, 1h; at most 24h is short-lived)"
+    )
+    minting.add_argument(
+        "--secret-id",
+        help="Secrets Manager secret to store the tokens in (default sentinel/<stage>/acceptance-tokens)",
+    )
     minting.add_argument("--github-env", help="append the tokens, masked, to this file ($GITHUB_ENV)")
     minting.set_defaults(run=cmd_mint)
     return p

@@ -75,8 +75,9 @@ class CheckLog:
         self._on_result(result)
         return result
 
-    def run(self, name: str, title: str, ran_against: str, body: Callable[[], tuple[str, dict[str, Any]]]
-            ) -> CheckResult:
+    def run(
+        self, name: str, title: str, ran_against: str, body: Callable[[], tuple[str, dict[str, Any]]]
+    ) -> CheckResult:
         """Run `body` (returns the passing detail and its evidence); any exception is a failure, never a pass."""
         started = time.monotonic()
         try:
@@ -88,8 +89,11 @@ class CheckLog:
             status, detail, evidence = skipped.status, skipped.detail, skipped.evidence
         except Exception as error:  # an unexpected error is a failed check that says what it was
             status, detail, evidence = FAILED, f"{type(error).__name__}: {error}", {}
-        return self.add(CheckResult(name, title, status, detail, ran_against, evidence,
-                                    int((time.monotonic() - started) * 1000)))
+        return self.add(
+            CheckResult(
+                name, title, status, detail, ran_against, evidence, int((time.monotonic() - started) * 1000)
+            )
+        )
 
     def status(self, name: str) -> str | None:
         return next((r.status for r in self.results if r.name == name), None)
@@ -97,8 +101,11 @@ class CheckLog:
     @property
     def passed(self) -> bool:
         """The gate passes when nothing failed or was blocked, and at least one check passed."""
-        return bool(self.results) and not any(r.failing for r in self.results) \
+        return (
+            bool(self.results)
+            and not any(r.failing for r in self.results)
             and any(r.status == PASSED for r in self.results)
+        )
 
     def counts(self) -> dict[str, int]:
         return {status: sum(1 for r in self.results if r.status == status) for status in STATUSES}

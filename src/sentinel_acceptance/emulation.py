@@ -97,6 +97,7 @@ def read_synth(outdir: Path, stack_name: str) -> Synth:
 
 # ---- the template moto accepts -----------------------------------------------------------------------------
 
+
 def _quiet_moto() -> None:
     # moto logs a warning for every resource type it skips, at synth-adaptation and at create time; the
     # report lists them once instead.
@@ -145,8 +146,11 @@ def _left_out(resources: dict[str, Any]) -> dict[str, str]:
     permissions on a function left out."""
     skipped = {k: r["Type"] for k, r in resources.items() if not _moto_creates(r["Type"])}
     for logical, resource in resources.items():
-        if resource["Type"] == "AWS::Lambda::Permission" and logical not in skipped \
-                and set(_references(resource["Properties"].get("FunctionName"))) & set(skipped):
+        if (
+            resource["Type"] == "AWS::Lambda::Permission"
+            and logical not in skipped
+            and set(_references(resource["Properties"].get("FunctionName"))) & set(skipped)
+        ):
             skipped[logical] = resource["Type"]
     return skipped
 
@@ -155,7 +159,9 @@ def _drop_dependencies_on(resources: dict[str, Any], skipped: dict[str, str]) ->
     """DependsOn without the resources left out (and without DependsOn when none is left)."""
     for resource in resources.values():
         if "DependsOn" in resource:
-            depends = resource["DependsOn"] if isinstance(resource["DependsOn"], list) else [resource["DependsOn"]]
+            depends = (
+                resource["DependsOn"] if isinstance(resource["DependsOn"], list) else [resource["DependsOn"]]
+            )
             kept = [d for d in depends if d not in skipped]
             if kept:
                 resource["DependsOn"] = kept
@@ -181,8 +187,11 @@ def _left_out_text(skipped: dict[str, str]) -> list[str]:
     counts: dict[str, int] = {}
     for kind in skipped.values():
         counts[kind] = counts.get(kind, 0) + 1
-    return [f"left out {n} {kind} (moto's CloudFormation does not create it); references to it are "
-            "placeholder ARNs containing 'not-emulated'" for kind, n in sorted(counts.items())]
+    return [
+        f"left out {n} {kind} (moto's CloudFormation does not create it); references to it are "
+        "placeholder ARNs containing 'not-emulated'"
+        for kind, n in sorted(counts.items())
+    ]
 
 
 def _fit_properties_for_moto(resources: dict[str, Any]) -> list[str]:
@@ -193,17 +202,24 @@ def _fit_properties_for_moto(resources: dict[str, Any]) -> list[str]:
         if resource["Type"] == "AWS::Events::Archive":
             if "ArchiveName" not in props:
                 props["ArchiveName"] = f"emulated-{logical}"[:48]
-                adaptations.append(f"{logical}: ArchiveName given (moto generates one over its 48-character limit)")
+                adaptations.append(
+                    f"{logical}: ArchiveName given (moto generates one over its 48-character limit)"
+                )
             if isinstance(props.get("EventPattern"), dict):
                 props["EventPattern"] = json.dumps(props["EventPattern"])
-                adaptations.append(f"{logical}: EventPattern passed as text (moto's handler expects a string)")
+                adaptations.append(
+                    f"{logical}: EventPattern passed as text (moto's handler expects a string)"
+                )
         if resource["Type"] == "AWS::KMS::Key" and props.get("Tags"):
             props["Tags"] = [{"TagKey": t["Key"], "TagValue": t["Value"]} for t in props["Tags"]]
-            adaptations.append(f"{logical}: tags in the KMS API's TagKey/TagValue shape (moto passes them on)")
+            adaptations.append(
+                f"{logical}: tags in the KMS API's TagKey/TagValue shape (moto passes them on)"
+            )
     return adaptations
 
 
 # ---- moto --------------------------------------------------------------------------------------------------
+
 
 class MotoCloud:
     """A moto server on loopback, for one emulated deployment."""
@@ -233,25 +249,31 @@ class MotoCloud:
         would still be there (same stack name, same bucket) without a reset."""
         import urllib.request
 
-        urllib.request.urlopen(urllib.request.Request(self.endpoint + "/moto-api/reset", method="POST"),
-                               timeout=30).close()
+        urllib.request.urlopen(
+            urllib.request.Request(self.endpoint + "/moto-api/reset", method="POST"), timeout=30
+        ).close()
 
     def client(self, service: str, retries: int = 1) -> Any:
         import boto3
         from botocore.config import Config
 
-        return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION,
-                            aws_access_key_id="acceptance", aws_secret_access_key="acceptance",
-                            config=Config(retries={"max_attempts": retries, "mode": "standard"},
-                                          read_timeout=120))
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id="acceptance",
+            aws_secret_access_key="acceptance",
+            config=Config(retries={"max_attempts": retries, "mode": "standard"}, read_timeout=120),
+        )
 
 
 def deploy(cloud: MotoCloud, synth: Synth, template: dict[str, Any]) -> str:
     """What `cdk deploy` does with the Default synthesizer: the bootstrap version parameter, each asset in the
     bootstrap bucket, then the stack, waited for. Returns the stack status; a refused template raises."""
     account = cloud.client("sts").get_caller_identity()["Account"]
-    cloud.client("ssm").put_parameter(Name=BOOTSTRAP_VERSION_PARAMETER, Value=BOOTSTRAP_VERSION, Type="String",
-                                      Overwrite=True)
+    cloud.client("ssm").put_parameter(
+        Name=BOOTSTRAP_VERSION_PARAMETER, Value=BOOTSTRAP_VERSION, Type="String", Overwrite=True
+    )
     s3, buckets = cloud.client("s3"), set()
     for asset in synth.assets:
         bucket = asset.bucket.replace("${AWS::AccountId}", account).replace("${AWS::Region}", REGION)
@@ -264,8 +286,11 @@ def deploy(cloud: MotoCloud, synth: Synth, template: dict[str, Any]) -> str:
     _quiet_moto()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cfn.create_stack(StackName=synth.stack_name, TemplateBody=json.dumps(template),
-                         Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"])
+        cfn.create_stack(
+            StackName=synth.stack_name,
+            TemplateBody=json.dumps(template),
+            Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
+        )
     deadline = time.monotonic() + STACK_TIMEOUT_SECONDS
     while True:
         status = cfn.describe_stacks(StackName=synth.stack_name)["Stacks"][0]["StackStatus"]
@@ -293,11 +318,14 @@ def deployed_environment(cloud: MotoCloud, outputs: Mapping[str, str | None]) ->
         env = lam.get_function_configuration(FunctionName=name).get("Environment", {}).get("Variables", {})
         for key, value in env.items():
             if merged.setdefault(key, value) != value:
-                raise ValueError(f"the functions disagree on {key}: the local runner cannot serve them as one")
+                raise ValueError(
+                    f"the functions disagree on {key}: the local runner cannot serve them as one"
+                )
     return merged
 
 
 # ---- the runner from the built packages --------------------------------------------------------------------
+
 
 def unpack(built: Mapping[str, BuiltPackage], into: Path) -> dict[str, Path]:
     """Unzip functions.zip (as /var/task) and the core layer (as /opt), after checking each zip's bytes are the
@@ -315,7 +343,9 @@ def unpack(built: Mapping[str, BuiltPackage], into: Path) -> dict[str, Path]:
             archive.extractall(where)
     runner = into / "runner"
     for package in RUNNER_PACKAGES:
-        shutil.copytree(REPO / "src" / package, runner / package, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            REPO / "src" / package, runner / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
     return {"task": places["functions"], "layer": places["core_layer"] / "python", "runner": runner}
 
 
@@ -323,21 +353,46 @@ class PackagedRunner:
     """`sentinel serve` in a child process, importing `sentinel_service` and `sentinel_domain` only from the
     unzipped packages (sentinel_acceptance/packaged_runner.py), against the emulated stack's tables."""
 
-    def __init__(self, places: Mapping[str, Path], environment: Mapping[str, str], endpoint: str,
-                 event_log: Path) -> None:
-        self.places, self.environment, self.endpoint, self.event_log = places, environment, endpoint, event_log
+    def __init__(
+        self, places: Mapping[str, Path], environment: Mapping[str, str], endpoint: str, event_log: Path
+    ) -> None:
+        self.places, self.environment, self.endpoint, self.event_log = (
+            places,
+            environment,
+            endpoint,
+            event_log,
+        )
         self.process: subprocess.Popen[str] | None = None
         self.packaged: dict[str, Any] = {}
         self.banner: dict[str, Any] = {}
         self._stderr = tempfile.TemporaryFile(mode="w+")
 
     def __enter__(self) -> PackagedRunner:
-        command = [sys.executable, "-I", str(Path(__file__).with_name("packaged_runner.py")),
-                   "--task", str(self.places["task"]), "--layer", str(self.places["layer"]),
-                   "--runner", str(self.places["runner"]), "--",
-                   "serve", "--dynamodb-endpoint", self.endpoint, "--event-log", str(self.event_log)]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
-                                        env=dict(self.environment), cwd=str(self.places["runner"]))
+        command = [
+            sys.executable,
+            "-I",
+            str(Path(__file__).with_name("packaged_runner.py")),
+            "--task",
+            str(self.places["task"]),
+            "--layer",
+            str(self.places["layer"]),
+            "--runner",
+            str(self.places["runner"]),
+            "--",
+            "serve",
+            "--dynamodb-endpoint",
+            self.endpoint,
+            "--event-log",
+            str(self.event_log),
+        ]
+        self.process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            env=dict(self.environment),
+            cwd=str(self.places["runner"]),
+        )
         try:
             self.packaged = self._line()["packaged_runner"]
             self.banner = self._line()
@@ -373,14 +428,25 @@ def runner_environment(deployed: Mapping[str, str], key_file: Path, home: Path) 
     key comes from a file (moto's CloudFormation creates no Secrets Manager secret), and the runtime is
     `local` (health must not claim to be Lambda)."""
     env = {k: v for k, v in deployed.items() if k != names.ENV_TOKEN_KEY_SECRET_ARN}
-    env.update({names.ENV_RUNTIME: "local", "SENTINEL_TOKEN_KEY_FILE": str(key_file), "HOME": str(home),
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": os.environ.get("LANG", "C.UTF-8"),
-                "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION, "AWS_ACCESS_KEY_ID": "acceptance",
-                "AWS_SECRET_ACCESS_KEY": "acceptance", "PYTHONDONTWRITEBYTECODE": "1"})
+    env.update(
+        {
+            names.ENV_RUNTIME: "local",
+            "SENTINEL_TOKEN_KEY_FILE": str(key_file),
+            "HOME": str(home),
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LANG": os.environ.get("LANG", "C.UTF-8"),
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_ACCESS_KEY_ID": "acceptance",
+            "AWS_SECRET_ACCESS_KEY": "acceptance",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    )
     return env
 
 
 # ---- one local acceptance run ------------------------------------------------------------------------------
+
 
 @dataclass
 class LocalRun:
@@ -393,8 +459,13 @@ class LocalRun:
     timings: dict[str, int] = field(default_factory=dict)
 
 
-def run_local(build_dir: Path, reports_dir: Path, synth: Synth, options: LocalRun | None = None,
-              say: Callable[[str], None] = print) -> Any:
+def run_local(
+    build_dir: Path,
+    reports_dir: Path,
+    synth: Synth,
+    options: LocalRun | None = None,
+    say: Callable[[str], None] = print,
+) -> Any:
     """Create the synthesized stack on a fresh moto server, start the packaged runner in front of it, and run
     the acceptance gate against that emulated deployment. Returns gate.Outcome."""
     from . import gate
@@ -416,9 +487,17 @@ def run_local(build_dir: Path, reports_dir: Path, synth: Synth, options: LocalRu
 
     emulation.runner["timings_ms"] = options.timings
     with MotoCloud() as cloud, tempfile.TemporaryDirectory(prefix="sentinel-acceptance-") as scratch:
-        target = Target(kind=EMULATION, stack_name=synth.stack_name, region=REGION, build_dir=Path(build_dir),
-                        project=options.project, expect_mode=options.expect_mode, endpoint_url=cloud.endpoint,
-                        env={}, emulation=emulation)
+        target = Target(
+            kind=EMULATION,
+            stack_name=synth.stack_name,
+            region=REGION,
+            build_dir=Path(build_dir),
+            project=options.project,
+            expect_mode=options.expect_mode,
+            endpoint_url=cloud.endpoint,
+            env={},
+            emulation=emulation,
+        )
         try:
             status = deploy(cloud, Synth(synth.stack_name, template, assets, synth.outdir), adapted)
             say(f"emulated deployment: {synth.stack_name} {status} on {cloud.endpoint}")
@@ -437,25 +516,37 @@ def run_local(build_dir: Path, reports_dir: Path, synth: Synth, options: LocalRu
         descriptor = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w") as out:
             out.write(secrets.token_hex(32) + "\n")
-        minted = mint(operator_runtime(outputs, REGION, cloud.endpoint, str(key_file)), options.project,
-                      _seconds(DEFAULT_TTL))
+        minted = mint(
+            operator_runtime(outputs, REGION, cloud.endpoint, str(key_file)),
+            options.project,
+            _seconds(DEFAULT_TTL),
+        )
         # The same code path as a live run: the tokens reach the suite as environment variables.
-        target.env = {f"SENTINEL_ACCEPTANCE_TOKEN_{role.upper()}": token for role, token in minted.tokens.items()}
+        target.env = {
+            f"SENTINEL_ACCEPTANCE_TOKEN_{role.upper()}": token for role, token in minted.tokens.items()
+        }
         lap("mint")
         places = unpack(built, Path(scratch) / "packages")
         environment = runner_environment(deployed_environment(cloud, outputs), key_file, home)
         with PackagedRunner(places, environment, cloud.endpoint, Path(scratch) / "events.jsonl") as runner:
             lap("runner_start")
             target.api_url = runner.banner["url"]
-            emulation.runner.update({
-                "started": True, "url": runner.banner["url"], "store": runner.banner.get("dynamodb_endpoint"),
-                "imports": {k: _relative(v, Path(scratch)) for k, v in runner.packaged.items()
-                            if k in ("sentinel_service", "sentinel_domain", "sentinel_runner")},
-                "modules_from_packages": runner.packaged.get("modules"),
-                "runtime_override": "SENTINEL_RUNTIME=local; token key from a file (no Secrets Manager secret)",
-                "deps_layer": "digest checked in Lambda; not loadable here (linux/arm64 CPython 3.13 wheels): "
-                              "the runner uses the virtualenv's copies of the same pinned versions",
-            })
+            emulation.runner.update(
+                {
+                    "started": True,
+                    "url": runner.banner["url"],
+                    "store": runner.banner.get("dynamodb_endpoint"),
+                    "imports": {
+                        k: _relative(v, Path(scratch))
+                        for k, v in runner.packaged.items()
+                        if k in ("sentinel_service", "sentinel_domain", "sentinel_runner")
+                    },
+                    "modules_from_packages": runner.packaged.get("modules"),
+                    "runtime_override": "SENTINEL_RUNTIME=local; token key from a file (no Secrets Manager secret)",
+                    "deps_layer": "digest checked in Lambda; not loadable here (linux/arm64 CPython 3.13 wheels): "
+                    "the runner uses the virtualenv's copies of the same pinned versions",
+                }
+            )
             outcome = gate.run(target, reports_dir, say)
             lap("checks")
         return outcome
@@ -465,7 +556,9 @@ def _relative(path: str | None, scratch: Path) -> str | None:
     if not path:
         return path
     real = Path(path)
-    return f"<scratch>/{real.relative_to(scratch.resolve())}" if real.is_relative_to(scratch.resolve()) else path
+    return (
+        f"<scratch>/{real.relative_to(scratch.resolve())}" if real.is_relative_to(scratch.resolve()) else path
+    )
 
 
 def _seconds(text: str) -> int:

@@ -57,8 +57,10 @@ def run(target: Target, reports_dir: Path = DEFAULT_REPORTS, say: Callable[[str]
     started_at, started = now(), time.monotonic()
     report = AttemptReport(reports_dir)
     report.claim({"started_at": started_at, "target": target.describe(), "source": _source()})
-    say(f"acceptance attempt {report.attempt} against {target.kind} stack {target.stack_name} "
-        f"({target.region}) -> {report.path}")
+    say(
+        f"acceptance attempt {report.attempt} against {target.kind} stack {target.stack_name} "
+        f"({target.region}) -> {report.path}"
+    )
     log = CheckLog(on_result=lambda r: say(f"  {r.status:<12} {r.name:<22} {r.detail}"))
     found, front = deployment.Deployment(), service.Front(api_url=target.api_url)
     built: dict[str, BuiltPackage] = {}
@@ -70,37 +72,71 @@ def run(target: Target, reports_dir: Path = DEFAULT_REPORTS, say: Callable[[str]
 
     def build_check() -> tuple[str, dict[str, Any]]:
         built.update(read_build(target.build_dir))
-        mismatched = [p.name for p in built.values()
-                      if p.path.exists() and hashlib.sha256(p.path.read_bytes()).hexdigest() != p.sha256]
-        evidence = {k: {"sha256": p.sha256, "code_sha256": p.code_sha256, "present": p.path.exists()}
-                    for k, p in built.items()}
+        mismatched = [
+            p.name
+            for p in built.values()
+            if p.path.exists() and hashlib.sha256(p.path.read_bytes()).hexdigest() != p.sha256
+        ]
+        evidence = {
+            k: {"sha256": p.sha256, "code_sha256": p.code_sha256, "present": p.path.exists()}
+            for k, p in built.items()
+        }
         if set(built) != {"functions", "core_layer", "deps_layer"}:
             raise CheckFailed(f"the digest file names {sorted(built)}", evidence)
         if mismatched:
-            raise CheckFailed(f"{', '.join(mismatched)} differ from digests.json: run `make build` again", evidence)
-        return f"functions {built['functions'].sha256[:16]}…, core layer {built['core_layer'].sha256[:16]}…, " \
-               f"deps layer {built['deps_layer'].sha256[:16]}…", evidence
+            raise CheckFailed(
+                f"{', '.join(mismatched)} differ from digests.json: run `make build` again", evidence
+            )
+        return (
+            f"functions {built['functions'].sha256[:16]}…, core layer {built['core_layer'].sha256[:16]}…, "
+            f"deps layer {built['deps_layer'].sha256[:16]}…",
+            evidence,
+        )
 
     log.run("build", TITLES["build"], "the local build folder", build_check)
-    log.run("stack_status", TITLES["stack_status"], f"CloudFormation ({target.cloud})",
-            lambda: deployment.stack_status(target, found))
+    log.run(
+        "stack_status",
+        TITLES["stack_status"],
+        f"CloudFormation ({target.cloud})",
+        lambda: deployment.stack_status(target, found),
+    )
     front.api_url = target.api_url or found.outputs.get(names.OUTPUT_API_URL)
-    log.run("route_integrations", TITLES["route_integrations"], f"API Gateway ({target.cloud})",
-            lambda: deployment.route_integrations(target, found))
-    log.run("package_digests", TITLES["package_digests"], f"Lambda ({target.cloud})",
-            lambda: deployment.package_digests(target, _need_outputs(found), need_build()))
+    log.run(
+        "route_integrations",
+        TITLES["route_integrations"],
+        f"API Gateway ({target.cloud})",
+        lambda: deployment.route_integrations(target, found),
+    )
+    log.run(
+        "package_digests",
+        TITLES["package_digests"],
+        f"Lambda ({target.cloud})",
+        lambda: deployment.package_digests(target, _need_outputs(found), need_build()),
+    )
 
     try:
         front.tokens = load_tokens(target.env, target.stage, _secrets_client(target))
     except TokensUnavailable as missing:
         front.token_problem = str(missing)
     forbidden = _forbidden(target, found, front)
-    log.run("health", TITLES["health"], target.front_door,
-            lambda: service.health(target, front, need_build(), found.environments, forbidden))
-    log.run("auth_refusals", TITLES["auth_refusals"], target.front_door,
-            lambda: service.auth_refusals(target, front))
-    log.run("acceptance_principals", TITLES["acceptance_principals"], target.front_door,
-            lambda: _principals(target, front))
+    log.run(
+        "health",
+        TITLES["health"],
+        target.front_door,
+        lambda: service.health(target, front, need_build(), found.environments, forbidden),
+    )
+    log.run(
+        "auth_refusals",
+        TITLES["auth_refusals"],
+        target.front_door,
+        lambda: service.auth_refusals(target, front),
+    )
+    log.run(
+        "acceptance_principals",
+        TITLES["acceptance_principals"],
+        target.front_door,
+        lambda: _principals(target, front),
+    )
 
     counter = OutboxCounter(target, found, front)
     flow_started = time.monotonic()
@@ -111,36 +147,65 @@ def run(target: Target, reports_dir: Path = DEFAULT_REPORTS, say: Callable[[str]
         front.token_problem = "the acceptance principals check did not pass, so the flow did not run"
     flow_ms = int((time.monotonic() - flow_started) * 1000)
     for name, title in service.FLOW_CHECKS:
-        log.run(name, title, f"{target.front_door}; outbox read from the state table ({target.cloud})"
-                if name == "action_replay" else target.front_door,
-                lambda name=name: service.flow_check(name, target, front, counter))
+        log.run(
+            name,
+            title,
+            f"{target.front_door}; outbox read from the state table ({target.cloud})"
+            if name == "action_replay"
+            else target.front_door,
+            lambda name=name: service.flow_check(name, target, front, counter),
+        )
 
-    log.run("alarms", TITLES["alarms"], f"CloudWatch ({target.cloud})", lambda: deployment.alarms(target, found))
-    log.run("budget", TITLES["budget"], f"AWS Budgets ({target.cloud})", lambda: deployment.budget(target, found))
+    log.run(
+        "alarms", TITLES["alarms"], f"CloudWatch ({target.cloud})", lambda: deployment.alarms(target, found)
+    )
+    log.run(
+        "budget", TITLES["budget"], f"AWS Budgets ({target.cloud})", lambda: deployment.budget(target, found)
+    )
 
     body = {
         "status": "passed" if log.passed else "failed",
-        "started_at": started_at, "finished_at": now(), "duration_ms": int((time.monotonic() - started) * 1000),
+        "started_at": started_at,
+        "finished_at": now(),
+        "duration_ms": int((time.monotonic() - started) * 1000),
         "target": target.describe() | {"api_url": front.api_url},
         "source": _source(),
         "summary": log.counts(),
         "failing_checks": [r.name for r in log.results if r.failing],
-        "digests": {"built": {k: {"sha256": p.sha256, "code_sha256": p.code_sha256} for k, p in built.items()},
-                    "deployed": found.deployed, "package_digest_output": found.outputs.get(
-                        names.OUTPUT_PACKAGE_DIGEST), "health_package_digest": front.health.get("package_digest")},
+        "digests": {
+            "built": {k: {"sha256": p.sha256, "code_sha256": p.code_sha256} for k, p in built.items()},
+            "deployed": found.deployed,
+            "package_digest_output": found.outputs.get(names.OUTPUT_PACKAGE_DIGEST),
+            "health_package_digest": front.health.get("package_digest"),
+        },
         "checks": [r.to_json() for r in log.results],
-        "flow": {"candidate_id": front.flow.candidate_id if front.flow else None,
-                 "error": front.flow_error or None, "steps": front.steps, "ms": flow_ms,
-                 "requests": len(front.record),
-                 "exchanges": [{"role": x.role, "method": x.method, "path": x.path, "status": x.status,
-                                "replayed": x.replayed, "ms": x.ms} for x in front.record]},
+        "flow": {
+            "candidate_id": front.flow.candidate_id if front.flow else None,
+            "error": front.flow_error or None,
+            "steps": front.steps,
+            "ms": flow_ms,
+            "requests": len(front.record),
+            "exchanges": [
+                {
+                    "role": x.role,
+                    "method": x.method,
+                    "path": x.path,
+                    "status": x.status,
+                    "replayed": x.replayed,
+                    "ms": x.ms,
+                }
+                for x in front.record
+            ],
+        },
         "timings_ms": {r.name: r.duration_ms for r in log.results},
     }
     path = report.write(_redact(body, front.tokens.secrets() if front.tokens else _env_tokens(target)))
-    say(f"acceptance {'PASSED' if log.passed else 'FAILED'}: " + ", ".join(
-        f"{count} {status}" for status, count in log.counts().items() if count)
+    say(
+        f"acceptance {'PASSED' if log.passed else 'FAILED'}: "
+        + ", ".join(f"{count} {status}" for status, count in log.counts().items() if count)
         + (f"; failing: {', '.join(body['failing_checks'])}" if body["failing_checks"] else "")
-        + f" ({body['duration_ms'] / 1000:.1f} s) -> {path}")
+        + f" ({body['duration_ms'] / 1000:.1f} s) -> {path}"
+    )
     return Outcome(log.passed, path, log.results)
 
 
@@ -190,10 +255,18 @@ def _redact(body: dict[str, Any], secrets: list[str]) -> dict[str, Any]:
 def _source() -> dict[str, Any]:
     """The commit the run was made from (read-only git; absent outside a checkout)."""
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                                timeout=5).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                                    capture_output=True, text=True, timeout=5).stdout.strip())
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=5,
+            ).stdout.strip()
+        )
     except (OSError, subprocess.SubprocessError):
         return {"commit": None}
     return {"commit": commit or None, "dirty": dirty}
@@ -208,17 +281,26 @@ class OutboxCounter:
 
     def __call__(self, execution_id: str) -> int:
         table = self.found.outputs.get(names.OUTPUT_STATE_TABLE)
-        created = [x for x in self.front.record if x.role in service.FLOW_ROLES and x.method == "POST"
-                   and x.path.endswith("/candidates") and x.status == 201]
+        created = [
+            x
+            for x in self.front.record
+            if x.role in service.FLOW_ROLES
+            and x.method == "POST"
+            and x.path.endswith("/candidates")
+            and x.status == 201
+        ]
         if not table or not created:
             raise CheckFailed("the outbox cannot be read: no state table output or no candidate")
         partition = f"P#{self.target.project}#C#{created[-1].body['candidate_id']}"
         dynamodb, count, start = self.target.client("dynamodb"), 0, None
         while True:
-            page = dynamodb.query(TableName=table, ConsistentRead=True,
-                                  KeyConditionExpression=f"{PK} = :pk AND begins_with({SK}, :outbox)",
-                                  ExpressionAttributeValues={":pk": {"S": partition}, ":outbox": {"S": "O#"}},
-                                  **({"ExclusiveStartKey": start} if start else {}))
+            page = dynamodb.query(
+                TableName=table,
+                ConsistentRead=True,
+                KeyConditionExpression=f"{PK} = :pk AND begins_with({SK}, :outbox)",
+                ExpressionAttributeValues={":pk": {"S": partition}, ":outbox": {"S": "O#"}},
+                **({"ExclusiveStartKey": start} if start else {}),
+            )
             for item in page.get("Items", []):
                 entry = json.loads(item.get("item", {}).get("S", "{}"))
                 count += entry.get("kind") == "action" and entry.get("execution_id") == execution_id

@@ -22,10 +22,12 @@ ROOTS = ("sentinel_service", "sentinel_domain", "sentinel_runner", "sentinel_gat
 
 
 def _drop_editable_hooks() -> None:
-    sys.meta_path[:] = [f for f in sys.meta_path
-                        if not getattr(f, "__module__", "").startswith("__editable__")]
-    sys.path_hooks[:] = [h for h in sys.path_hooks
-                         if not getattr(h, "__module__", "").startswith("__editable__")]
+    sys.meta_path[:] = [
+        f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")
+    ]
+    sys.path_hooks[:] = [
+        h for h in sys.path_hooks if not getattr(h, "__module__", "").startswith("__editable__")
+    ]
     sys.path[:] = [p for p in sys.path if "__editable__" not in p]
     sys.path_importer_cache.clear()
 
@@ -68,11 +70,23 @@ def main(argv: list[str]) -> int:
     import sentinel_runner.cli
 
     origins, outside = _origins(roots)
-    print(json.dumps({"packaged_runner": {
-        **{root: origins.get(root) for root in ROOTS[:3]},
-        "modules": len(origins), "outside": outside}}), flush=True)
+    print(
+        json.dumps(
+            {
+                "packaged_runner": {
+                    **{root: origins.get(root) for root in ROOTS[:3]},
+                    "modules": len(origins),
+                    "outside": outside,
+                }
+            }
+        ),
+        flush=True,
+    )
     if outside:
-        print("packaged_runner: modules loaded from outside the packages: " + ", ".join(outside), file=sys.stderr)
+        print(
+            "packaged_runner: modules loaded from outside the packages: " + ", ".join(outside),
+            file=sys.stderr,
+        )
         return 3
     return int(sentinel_runner.cli.main(serve))
 

@@ -37,8 +37,9 @@ class AttemptReport:
 
     def claim(self, header: Mapping[str, Any]) -> Path:
         self.directory.mkdir(parents=True, exist_ok=True)
-        number = 1 + max((int(m.group(1)) for p in self.directory.iterdir() if (m := ATTEMPT.match(p.name))),
-                         default=0)
+        number = 1 + max(
+            (int(m.group(1)) for p in self.directory.iterdir() if (m := ATTEMPT.match(p.name))), default=0
+        )
         while True:
             candidate = self.directory / f"attempt-{number:04d}.json"
             try:

@@ -39,8 +39,13 @@ def read_build(build_dir: Path) -> dict[str, BuiltPackage]:
     packages = {}
     for key, entry in manifest["packages"].items():
         path = Path(entry["path"])
-        packages[key] = BuiltPackage(key, entry["name"], path if path.is_absolute() else REPO / path,
-                                     entry["sha256"], entry["code_sha256"])
+        packages[key] = BuiltPackage(
+            key,
+            entry["name"],
+            path if path.is_absolute() else REPO / path,
+            entry["sha256"],
+            entry["code_sha256"],
+        )
     return packages
 
 
@@ -82,7 +87,7 @@ class Target:
     @property
     def stage(self) -> str:
         prefix = names.stack_name("")
-        return self.stack_name[len(prefix):] if self.stack_name.startswith(prefix) else self.stack_name
+        return self.stack_name[len(prefix) :] if self.stack_name.startswith(prefix) else self.stack_name
 
     @property
     def cloud(self) -> str:
@@ -92,7 +97,9 @@ class Target:
     @property
     def front_door(self) -> str:
         """Who answers the HTTP checks, for the report."""
-        return "API Gateway" if self.kind == AWS else "local runner from the built packages (emulated gateway)"
+        return (
+            "API Gateway" if self.kind == AWS else "local runner from the built packages (emulated gateway)"
+        )
 
     @property
     def expected_runtime(self) -> str:
@@ -104,25 +111,40 @@ class Target:
             import boto3
             from botocore.config import Config
 
-            kwargs: dict[str, Any] = {"region_name": self.region,
-                                      "config": Config(connect_timeout=5, read_timeout=30,
-                                                       retries={"max_attempts": 4, "mode": "standard"})}
+            kwargs: dict[str, Any] = {
+                "region_name": self.region,
+                "config": Config(
+                    connect_timeout=5, read_timeout=30, retries={"max_attempts": 4, "mode": "standard"}
+                ),
+            }
             if self.endpoint_url:
                 # The moto server on loopback checks no signature; fixed credentials keep the operator's own
                 # ones from ever being sent to it.
-                kwargs.update(endpoint_url=self.endpoint_url, aws_access_key_id="acceptance",
-                              aws_secret_access_key="acceptance", aws_session_token=None)
+                kwargs.update(
+                    endpoint_url=self.endpoint_url,
+                    aws_access_key_id="acceptance",
+                    aws_secret_access_key="acceptance",
+                    aws_session_token=None,
+                )
             self._clients[service] = boto3.client(service, **kwargs)
         return self._clients[service]
 
     def describe(self) -> dict[str, Any]:
         """The target as the report records it: no account id, no credential."""
-        out: dict[str, Any] = {"kind": self.kind, "stack": self.stack_name, "region": self.region,
-                               "project": self.project, "expect_mode": self.expect_mode,
-                               "api_url": self.api_url, "build_dir": str(self.build_dir)}
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "stack": self.stack_name,
+            "region": self.region,
+            "project": self.project,
+            "expect_mode": self.expect_mode,
+            "api_url": self.api_url,
+            "build_dir": str(self.build_dir),
+        }
         if self.emulation is not None:
-            out["emulation"] = {"moto_endpoint": self.endpoint_url,
-                                "resources_not_emulated": sorted(set(self.emulation.skipped.values())),
-                                "template_adaptations": self.emulation.adaptations,
-                                "runner": self.emulation.runner}
+            out["emulation"] = {
+                "moto_endpoint": self.endpoint_url,
+                "resources_not_emulated": sorted(set(self.emulation.skipped.values())),
+                "template_adaptations": self.emulation.adaptations,
+                "runner": self.emulation.runner,
+            }
         return out

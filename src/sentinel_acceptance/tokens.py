@@ -36,21 +36,34 @@ DEFAULT_TTL = "1h"
 MAX_LIFETIME = timedelta(hours=24)
 
 POLICIES = {
-    "unit-tests": {"check_type": "unit", "command": "pytest -q {scope}", "expected_exit_code": 0,
-                   "expected_artifacts": [], "fail_message": "Unit tests failed",
-                   "remediation_hint": "Run pytest -q locally and read the first failure",
-                   "max_evidence_age_seconds": 86400, "trusted_publishers": [PRINCIPALS["publisher"][0]],
-                   "min_tests": 1},
+    "unit-tests": {
+        "check_type": "unit",
+        "command": "pytest -q {scope}",
+        "expected_exit_code": 0,
+        "expected_artifacts": [],
+        "fail_message": "Unit tests failed",
+        "remediation_hint": "Run pytest -q locally and read the first failure",
+        "max_evidence_age_seconds": 86400,
+        "trusted_publishers": [PRINCIPALS["publisher"][0]],
+        "min_tests": 1,
+    },
 }
 # What sentinel_client.flow.run_ready_flow expects of its project: its default files derive unit-tests obligations
 # (services/payments/** by rule, scripts/release.sh as unclassified), the publisher attests change context,
 # and dispatch_checks is allowed.
-CONFIG = {"environments": ["staging"],
-          "derivation_rules": [{"files": ["services/payments/**"], "policy_id": "unit-tests",
-                                "scope": "payments-api"}],
-          "unclassified_policy": "unit-tests", "change_context_publishers": [PRINCIPALS["publisher"][0]],
-          "allowed_action_types": ["dispatch_checks"], "notify_channels": [],
-          "approvals_required": 1, "approval_ttl_seconds": 3600, "settlement_required": False}
+CONFIG = {
+    "environments": ["staging"],
+    "derivation_rules": [
+        {"files": ["services/payments/**"], "policy_id": "unit-tests", "scope": "payments-api"}
+    ],
+    "unclassified_policy": "unit-tests",
+    "change_context_publishers": [PRINCIPALS["publisher"][0]],
+    "allowed_action_types": ["dispatch_checks"],
+    "notify_channels": [],
+    "approvals_required": 1,
+    "approval_ttl_seconds": 3600,
+    "settlement_required": False,
+}
 
 
 def default_secret_id(stage: str) -> str:
@@ -80,12 +93,15 @@ def load_tokens(env: Mapping[str, str], stage: str, secrets_client: Any = None) 
         return Tokens(from_env, "environment")
     partial = [ENV_TOKEN.format(role=role.upper()) for role, token in from_env.items() if token]
     if partial:
-        raise TokensUnavailable(f"only {', '.join(partial)} is set: set all of "
-                                + ", ".join(ENV_TOKEN.format(role=r.upper()) for r in ROLES))
+        raise TokensUnavailable(
+            f"only {', '.join(partial)} is set: set all of "
+            + ", ".join(ENV_TOKEN.format(role=r.upper()) for r in ROLES)
+        )
     secret_id = env.get(ENV_SECRET) or default_secret_id(stage)
     if secrets_client is None:
-        raise TokensUnavailable(f"no {ENV_TOKEN.format(role='<ROLE>')} variables and no AWS access to read "
-                                f"the secret {secret_id}")
+        raise TokensUnavailable(
+            f"no {ENV_TOKEN.format(role='<ROLE>')} variables and no AWS access to read the secret {secret_id}"
+        )
     try:
         answer = secrets_client.get_secret_value(SecretId=secret_id)
         payload = json.loads(answer["SecretString"])
@@ -93,15 +109,20 @@ def load_tokens(env: Mapping[str, str], stage: str, secrets_client: Any = None) 
         code = getattr(error, "response", {}).get("Error", {}).get("Code", type(error).__name__)
         raise TokensUnavailable(
             f"no {ENV_TOKEN.format(role='<ROLE>')} variables, and the secret {secret_id} cannot be read ({code}): "
-            "run `make acceptance-tokens` (python -m sentinel_acceptance mint) or set the variables") from None
+            "run `make acceptance-tokens` (python -m sentinel_acceptance mint) or set the variables"
+        ) from None
     tokens = {role: str(payload.get("tokens", {}).get(role, "")) for role in ROLES}
     if not all(tokens.values()):
-        raise TokensUnavailable(f"the secret {secret_id} lacks a token for "
-                                + ", ".join(r for r, t in tokens.items() if not t))
-    return Tokens(tokens, f"secret {secret_id}", {r: str(t) for r, t in payload.get("expires_at", {}).items()})
+        raise TokensUnavailable(
+            f"the secret {secret_id} lacks a token for " + ", ".join(r for r, t in tokens.items() if not t)
+        )
+    return Tokens(
+        tokens, f"secret {secret_id}", {r: str(t) for r, t in payload.get("expires_at", {}).items()}
+    )
 
 
 # ---- minting (the operator's side) -----------------------------------------------------------------------
+
 
 @dataclass
 class Minted:
@@ -110,17 +131,24 @@ class Minted:
     created: list[str]  # what did not exist before: the project, principals
 
 
-def operator_runtime(outputs: Mapping[str, str | None], region: str, endpoint: str | None = None,
-                     token_key_file: str | None = None) -> Operator:
+def operator_runtime(
+    outputs: Mapping[str, str | None],
+    region: str,
+    endpoint: str | None = None,
+    token_key_file: str | None = None,
+) -> Operator:
     """The operator's acts on the deployed tables, composed from the stack's outputs rather than the
     environment, with the operator's own AWS credentials (or the emulation's endpoint)."""
     from sentinel_runner.embedded import LockedClient
     from sentinel_service.compose import OPERATOR_TIMEOUTS, compose, dynamodb_client
     from sentinel_service.settings import Settings
 
-    env = {"SENTINEL_STATE_TABLE": outputs.get(names.OUTPUT_STATE_TABLE) or "",
-           "SENTINEL_PRINCIPALS_TABLE": outputs.get(names.OUTPUT_PRINCIPALS_TABLE) or "",
-           "AWS_REGION": region, "SENTINEL_RUNTIME": "operator"}
+    env = {
+        "SENTINEL_STATE_TABLE": outputs.get(names.OUTPUT_STATE_TABLE) or "",
+        "SENTINEL_PRINCIPALS_TABLE": outputs.get(names.OUTPUT_PRINCIPALS_TABLE) or "",
+        "AWS_REGION": region,
+        "SENTINEL_RUNTIME": "operator",
+    }
     if endpoint:
         env["SENTINEL_DYNAMODB_ENDPOINT"] = endpoint
     if token_key_file:
@@ -130,7 +158,9 @@ def operator_runtime(outputs: Mapping[str, str | None], region: str, endpoint: s
     if not env["SENTINEL_STATE_TABLE"] or not env["SENTINEL_PRINCIPALS_TABLE"]:
         raise TokensUnavailable("the stack's outputs name no state or principals table")
     settings = Settings.from_env(env)
-    credentials = {"aws_access_key_id": "acceptance", "aws_secret_access_key": "acceptance"} if endpoint else {}
+    credentials = (
+        {"aws_access_key_id": "acceptance", "aws_secret_access_key": "acceptance"} if endpoint else {}
+    )
     client = LockedClient(dynamodb_client(settings, OPERATOR_TIMEOUTS, credentials))
     return compose(settings, dynamodb=client).operator
 
@@ -158,9 +188,12 @@ def store_in_secret(secrets_client: Any, secret_id: str, minted: Minted) -> str:
     try:
         secrets_client.put_secret_value(SecretId=secret_id, SecretString=payload)
     except secrets_client.exceptions.ResourceNotFoundException:
-        secrets_client.create_secret(Name=secret_id, SecretString=payload,
-                                     Description="Sentinel acceptance principals' short-lived tokens "
-                                                 "(python -m sentinel_acceptance mint)")
+        secrets_client.create_secret(
+            Name=secret_id,
+            SecretString=payload,
+            Description="Sentinel acceptance principals' short-lived tokens "
+            "(python -m sentinel_acceptance mint)",
+        )
     return secret_id
 
 

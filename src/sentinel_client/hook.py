@@ -48,14 +48,20 @@ MAX_FINDINGS_SHOWN = 20
 # question to the user is not). A Stop without its final message is judged anyway.
 CLAIMS_DONE = re.compile(
     r"(?i)\b(?:done|complete[ds]?|finished|implemented|fixed|resolved|ready|shipped|merged|deployed|released"
-    r"|published|pushed|(?:tests?|checks?|suite)\s+(?:\w+\s+)?(?:pass|passes|passed|passing|green))\b")
+    r"|published|pushed|(?:tests?|checks?|suite)\s+(?:\w+\s+)?(?:pass|passes|passed|passing|green))\b"
+)
 
-NEXT_STEP_HOLD = ("Resolve the findings, then retry. The required CI check (sentinel-hook gate) enforces the "
-                  "same decision.")
-NEXT_STEP_ERROR = ("Fix the cause, then retry: a release command needs a ready decision, and the required CI "
-                   "check (sentinel-hook gate) enforces the same decision.")
-NEXT_STEP_HIDDEN = ("Run each release command directly, as a plain command that names its branch or commit, so "
-                    "the gate can check it.")
+NEXT_STEP_HOLD = (
+    "Resolve the findings, then retry. The required CI check (sentinel-hook gate) enforces the same decision."
+)
+NEXT_STEP_ERROR = (
+    "Fix the cause, then retry: a release command needs a ready decision, and the required CI "
+    "check (sentinel-hook gate) enforces the same decision."
+)
+NEXT_STEP_HIDDEN = (
+    "Run each release command directly, as a plain command that names its branch or commit, so "
+    "the gate can check it."
+)
 
 USAGE = """usage: sentinel-hook                 read a Claude Code hook event on stdin (PreToolUse, Stop,
                                      SubagentStop, TaskCompleted); exit 2 with the reason on stderr denies
@@ -113,8 +119,15 @@ class GitRepository:
         if remaining <= 0:
             return None
         try:
-            done = subprocess.run(["git", "-C", directory, *options, *args], capture_output=True, text=True,
-                                  timeout=remaining, env=self._environ, stdin=subprocess.DEVNULL, check=False)
+            done = subprocess.run(
+                ["git", "-C", directory, *options, *args],
+                capture_output=True,
+                text=True,
+                timeout=remaining,
+                env=self._environ,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
         except (OSError, subprocess.SubprocessError, ValueError):
             return None
         return done.stdout.strip() if done.returncode == 0 else None
@@ -128,8 +141,13 @@ class GitRepository:
             return None
         if self._git(directory, options, "config", "--get-regexp", r"^remote\..*\.push$"):
             return None  # configured push refspecs: the destination is theirs to decide, not visible here
-        mapped = self._git(directory, options, "for-each-ref",
-                           "--format=%(upstream:remoteref)%0a%(push:remoteref)", f"refs/heads/{branch}")
+        mapped = self._git(
+            directory,
+            options,
+            "for-each-ref",
+            "--format=%(upstream:remoteref)%0a%(push:remoteref)",
+            f"refs/heads/{branch}",
+        )
         names = {branch}
         for line in (mapped or "").splitlines():
             if line.startswith("refs/heads/"):
@@ -142,8 +160,9 @@ class GitRepository:
     def rev_parse(self, directory: str, options: Sequence[str], ref: str) -> str | None:
         if FULL_COMMIT.fullmatch(ref):
             return ref.lower()
-        found = self._git(directory, options, "rev-parse", "--verify", "--quiet", "--end-of-options",
-                          f"{ref}^{{commit}}")
+        found = self._git(
+            directory, options, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"
+        )
         return found.lower() if found and FULL_COMMIT.fullmatch(found) else None
 
 
@@ -201,8 +220,10 @@ def _refusal(response: Response, settings: ClientSettings) -> Problem:
     if response.status == 401:
         return Problem("UNAUTHORIZED", "the service asked for a token (HTTP 401); check SENTINEL_TOKEN_FILE")
     if response.status == 403 and body == {"message": "Forbidden"}:
-        return Problem("TOKEN_REFUSED", "the service refused the token (HTTP 403): unknown, malformed, expired "
-                       "or revoked")
+        return Problem(
+            "TOKEN_REFUSED",
+            "the service refused the token (HTTP 403): unknown, malformed, expired or revoked",
+        )
     detail = body.get("detail") or body.get("title")
     text = f"HTTP {response.status}" + (f": {detail}" if isinstance(detail, str) and detail else "")
     if response.status == 404:
@@ -230,29 +251,53 @@ def judge(client: SentinelClient, settings: ClientSettings, revision: str, deadl
     project, subject, environment = settings.project or "", settings.subject, settings.environment
     candidate_id: str | None = None
     try:
-        found = _json_object(_call(client, deadline, lambda: client.find_candidates(
-            project, subject=subject, revision=revision, environment=environment)), settings, "candidate lookup")
+        found = _json_object(
+            _call(
+                client,
+                deadline,
+                lambda: client.find_candidates(
+                    project, subject=subject, revision=revision, environment=environment
+                ),
+            ),
+            settings,
+            "candidate lookup",
+        )
         items = found.get("candidates")
         if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
             raise Problem("BAD_RESPONSE", "the candidate lookup answered without a list of candidates")
-        if any((item.get("subject"), str(item.get("revision", "")).lower(), item.get("environment"))
-               != (subject, revision, environment) for item in items):
-            raise Problem("BAD_RESPONSE", "the candidate lookup answered with another subject, revision or "
-                          "environment")
+        if any(
+            (item.get("subject"), str(item.get("revision", "")).lower(), item.get("environment"))
+            != (subject, revision, environment)
+            for item in items
+        ):
+            raise Problem(
+                "BAD_RESPONSE", "the candidate lookup answered with another subject, revision or environment"
+            )
         if not items:
-            return Verdict(target, "hold", findings=[{
-                "code": "NO_CANDIDATE", "detail": "no candidate exists for this subject, revision and environment",
-                "remediation_hint": "create the candidate for this exact commit (POST "
-                                    f"/v1/projects/{project}/candidates) and have CI attest it"}])
+            return Verdict(
+                target,
+                "hold",
+                findings=[
+                    {
+                        "code": "NO_CANDIDATE",
+                        "detail": "no candidate exists for this subject, revision and environment",
+                        "remediation_hint": "create the candidate for this exact commit (POST "
+                        f"/v1/projects/{project}/candidates) and have CI attest it",
+                    }
+                ],
+            )
         if len(items) > 1:
-            raise Problem("AMBIGUOUS_CANDIDATE", f"{len(items)} candidates answer for one subject, revision and "
-                          "environment")
+            raise Problem(
+                "AMBIGUOUS_CANDIDATE",
+                f"{len(items)} candidates answer for one subject, revision and environment",
+            )
         found_id = items[0].get("candidate_id")
         if not isinstance(found_id, str) or not found_id:
             raise Problem("BAD_RESPONSE", "the candidate lookup answered without a candidate id")
         candidate_id = found_id
-        body = _json_object(_call(client, deadline, lambda: client.decision(project, found_id)), settings,
-                            "decision")
+        body = _json_object(
+            _call(client, deadline, lambda: client.decision(project, found_id)), settings, "decision"
+        )
         return _verdict(body, target, found_id, revision)
     except Problem as problem:
         return Verdict.error(target, problem, candidate_id)
@@ -261,10 +306,13 @@ def judge(client: SentinelClient, settings: ClientSettings, revision: str, deadl
 def _verdict(body: dict[str, Any], target: str, candidate_id: str, revision: str) -> Verdict:
     findings = body.get("findings")
     if not isinstance(findings, list) or not all(
-            isinstance(item, dict) and isinstance(item.get("code"), str) for item in findings):
+        isinstance(item, dict) and isinstance(item.get("code"), str) for item in findings
+    ):
         raise Problem("BAD_RESPONSE", "the decision has no list of findings")
     if str(body.get("revision", "")).lower() != revision:
-        raise Problem("BAD_RESPONSE", f"the decision is for revision {body.get('revision')!r}, not {revision}")
+        raise Problem(
+            "BAD_RESPONSE", f"the decision is for revision {body.get('revision')!r}, not {revision}"
+        )
     decision = body.get("decision")
     if decision == "ready":
         if findings:
@@ -273,8 +321,9 @@ def _verdict(body: dict[str, Any], target: str, candidate_id: str, revision: str
     if decision == "hold":
         return Verdict(target, "hold", candidate_id, findings)
     shown = json.dumps(decision)[:40]
-    raise Problem("UNKNOWN_DECISION", f"the service answered the decision {shown}, which is neither ready nor "
-                  "hold")
+    raise Problem(
+        "UNKNOWN_DECISION", f"the service answered the decision {shown}, which is neither ready nor hold"
+    )
 
 
 def _connect(settings: ClientSettings) -> SentinelClient:
@@ -318,8 +367,11 @@ def _one_line(value: object) -> str:
 
 
 def _finding_line(finding: dict[str, Any]) -> str:
-    where = [f"{label} {finding[key]}" for key, label in
-             (("obligation_id", "obligation"), ("check_id", "check"), ("task_id", "task")) if finding.get(key)]
+    where = [
+        f"{label} {finding[key]}"
+        for key, label in (("obligation_id", "obligation"), ("check_id", "check"), ("task_id", "task"))
+        if finding.get(key)
+    ]
     line = f"- {_one_line(finding.get('code'))}" + (f" ({', '.join(where)})" if where else "")
     if finding.get("detail"):
         line += f": {_one_line(finding['detail'])}"
@@ -343,7 +395,7 @@ def _state_phrase(verdict: Verdict) -> str:
 
 
 def _clip(text: str) -> str:
-    return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS - 12] + " (truncated)"
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 12] + " (truncated)"
 
 
 def _block(text: str) -> Outcome:
@@ -362,8 +414,10 @@ def _denial(subject: str, verdicts: Sequence[Verdict]) -> Outcome:
 
 def _hidden_denial(analysis: Analysis) -> Outcome:
     lines = ["Sentinel denied this command: it hides what it runs, so the release gate cannot check it."]
-    lines += [f"- COMMAND_HIDDEN ({_one_line(hidden.construct)}): {_one_line(hidden.command)}"
-              for hidden in analysis.hidden[:MAX_FINDINGS_SHOWN]]
+    lines += [
+        f"- COMMAND_HIDDEN ({_one_line(hidden.construct)}): {_one_line(hidden.command)}"
+        for hidden in analysis.hidden[:MAX_FINDINGS_SHOWN]
+    ]
     lines.append(NEXT_STEP_HIDDEN)
     return _block("\n".join(lines))
 
@@ -385,7 +439,9 @@ def _release_revisions(release: Release, repository: GitRepository) -> list[str]
     for ref in release.refs or ("HEAD",):
         revision = repository.rev_parse(release.directory, release.git_options, ref)
         if revision is None:
-            raise Problem("REVISION_UNRESOLVED", f"`git rev-parse {ref}` names no commit in {release.directory}")
+            raise Problem(
+                "REVISION_UNRESOLVED", f"`git rev-parse {ref}` names no commit in {release.directory}"
+            )
         revisions.append(revision)
     return revisions
 
@@ -404,8 +460,11 @@ def pre_tool_use(event: dict[str, Any]) -> Outcome:
         command = tool_input.get("command")
         if not isinstance(command, str):
             raise Problem("EVENT_INVALID", f"the {tool} event carries no command")
-        analysis = (analyse_command(command, cwd, settings.release_patterns, repository) if tool == "Bash"
-                    else analyse_powershell(command, settings.release_patterns))
+        analysis = (
+            analyse_command(command, cwd, settings.release_patterns, repository)
+            if tool == "Bash"
+            else analyse_powershell(command, settings.release_patterns)
+        )
     else:
         analysis = analyse_mcp(tool, tool_input, cwd, settings.release_patterns)
     if analysis.hidden:
@@ -452,19 +511,27 @@ def on_stop(event: dict[str, Any], name: str) -> Outcome:
         return PASS
     codes = ", ".join(dict.fromkeys(_one_line(finding.get("code")) for finding in verdict.findings))
     if name != "TaskCompleted" and event.get("stop_hook_active") is True:
-        what = (f"{verdict.target} is on hold" if verdict.state == "hold"
-                else "the readiness of this change could not be established")
-        message = f"Sentinel: the agent stopped while {what} ({codes}). A release will be denied until it is ready."
+        what = (
+            f"{verdict.target} is on hold"
+            if verdict.state == "hold"
+            else "the readiness of this change could not be established"
+        )
+        message = (
+            f"Sentinel: the agent stopped while {what} ({codes}). A release will be denied until it is ready."
+        )
         return Outcome(EXIT_PASS, stdout=json.dumps({"systemMessage": _clip(message)}) + "\n")
     finish = "marking the task completed" if name == "TaskCompleted" else "finishing"
     lines = [f"Sentinel: this change is not ready to release: {_state_phrase(verdict)}."]
     lines += _finding_lines(verdict.findings)
     if verdict.state == "hold":
-        lines.append(f"Before {finish}, resolve the findings, or tell the user plainly that the change is not "
-                     "ready to release.")
+        lines.append(
+            f"Before {finish}, resolve the findings, or tell the user plainly that the change is not "
+            "ready to release."
+        )
     else:
-        lines.append(f"Before {finish}, fix the cause, or tell the user plainly that its readiness is "
-                     "unconfirmed.")
+        lines.append(
+            f"Before {finish}, fix the cause, or tell the user plainly that its readiness is unconfirmed."
+        )
     return _block("\n".join(lines))
 
 
@@ -492,8 +559,10 @@ def run_hook(raw: bytes) -> Outcome:
             return on_stop(event, name)
         return PASS  # events that cannot release: nothing to gate
     except Problem as problem:
-        return _block(f"Sentinel could not judge this {_one_line(name)} event (fail closed).\n"
-                      f"{_finding_line({'code': problem.code, 'detail': problem.detail})}\n{NEXT_STEP_ERROR}")
+        return _block(
+            f"Sentinel could not judge this {_one_line(name)} event (fail closed).\n"
+            f"{_finding_line({'code': problem.code, 'detail': problem.detail})}\n{NEXT_STEP_ERROR}"
+        )
 
 
 # ---- the CI gate -------------------------------------------------------------------------------------
@@ -505,8 +574,11 @@ def _gate_report(verdict: Verdict) -> tuple[int, str, str]:
         return GATE_READY, f"READY  {verdict.target}{candidate}\n", ""
     lines = []
     for finding in verdict.findings:
-        where = [f"{label} {finding[key]}" for key, label in
-                 (("obligation_id", "obligation"), ("check_id", "check"), ("task_id", "task")) if finding.get(key)]
+        where = [
+            f"{label} {finding[key]}"
+            for key, label in (("obligation_id", "obligation"), ("check_id", "check"), ("task_id", "task"))
+            if finding.get(key)
+        ]
         lines.append(f"  {_one_line(finding.get('code'))}" + (f" ({', '.join(where)})" if where else ""))
         if finding.get("detail"):
             lines.append(f"      {_one_line(finding['detail'])}")
@@ -514,8 +586,13 @@ def _gate_report(verdict: Verdict) -> tuple[int, str, str]:
             lines.append(f"      remediation: {_one_line(finding['remediation_hint'])}")
     if verdict.state == "hold":
         return GATE_HOLD, "\n".join([f"HOLD  {verdict.target}{candidate}", *lines]) + "\n", ""
-    text = "\n".join([f"ERROR  {verdict.target}{candidate}: no decision could be established", *lines,
-                      "The gate fails closed: this check passes only on a ready decision."])
+    text = "\n".join(
+        [
+            f"ERROR  {verdict.target}{candidate}: no decision could be established",
+            *lines,
+            "The gate fails closed: this check passes only on a ready decision.",
+        ]
+    )
     return GATE_ERROR, "", text + "\n"
 
 
@@ -523,7 +600,8 @@ def gate(argv: Sequence[str]) -> tuple[int, str, str]:
     parser = argparse.ArgumentParser(
         prog="sentinel-hook gate",
         description="Ask Sentinel whether a commit may advance: exit 0 ready, 1 hold, 2 error. Run it as a "
-                    "required check on the protected branch.")
+        "required check on the protected branch.",
+    )
     parser.add_argument("--revision", required=True, help="the full commit id (40 or 64 hex digits)")
     parser.add_argument("--subject", help="overrides SENTINEL_SUBJECT")
     parser.add_argument("--environment", help="overrides SENTINEL_ENVIRONMENT")
@@ -531,8 +609,10 @@ def gate(argv: Sequence[str]) -> tuple[int, str, str]:
     target = f"the commit {args.revision}"
     try:
         if not FULL_COMMIT.fullmatch(args.revision):
-            raise Problem("INVALID_REVISION", "--revision must be a full commit id (40 or 64 hex digits), "
-                          "e.g. $(git rev-parse HEAD)")
+            raise Problem(
+                "INVALID_REVISION",
+                "--revision must be a full commit id (40 or 64 hex digits), e.g. $(git rev-parse HEAD)",
+            )
         settings = _settings()
     except Problem as problem:
         return _gate_report(Verdict.error(target, problem))
@@ -571,8 +651,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             outcome = run_hook(sys.stdin.buffer.read(MAX_EVENT_BYTES + 1))
         except Exception as error:  # noqa: BLE001 - fail closed, and say why
-            outcome = _block(f"Sentinel hook failed (fail closed).\n- INTERNAL_ERROR: {type(error).__name__}: "
-                             f"{_one_line(error)}\n{NEXT_STEP_ERROR}")
+            outcome = _block(
+                f"Sentinel hook failed (fail closed).\n- INTERNAL_ERROR: {type(error).__name__}: "
+                f"{_one_line(error)}\n{NEXT_STEP_ERROR}"
+            )
     _write(sys.stdout, outcome.stdout)
     _write(sys.stderr, outcome.stderr + "\n" if outcome.stderr else "")
     return outcome.exit_code

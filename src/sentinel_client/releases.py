@@ -21,11 +21,11 @@ from .shell_lexer import Word
 class Release:
     """A release command the gate must judge."""
 
-    command: str                     # the simple command, rendered canonically
-    refs: tuple[str, ...] = ()       # what to resolve with `git rev-parse`; none: HEAD
-    directory: str | None = None     # where it runs; None: the hook cannot tell
+    command: str  # the simple command, rendered canonically
+    refs: tuple[str, ...] = ()  # what to resolve with `git rev-parse`; none: HEAD
+    directory: str | None = None  # where it runs; None: the hook cannot tell
     git_options: tuple[str, ...] = ()  # --git-dir / --work-tree, passed on to git
-    unresolved: str | None = None    # why the revision it acts on cannot be known
+    unresolved: str | None = None  # why the revision it acts on cannot be known
 
 
 @dataclass(frozen=True)

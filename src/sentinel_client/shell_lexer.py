@@ -28,10 +28,10 @@ class ShellSyntaxError(ValueError):
 
 @dataclass
 class Word:
-    text: str                  # the value after quote removal; expansions keep their source text
-    dynamic: bool = False      # the shell rewrites it at run time (expansion, substitution, glob, brace, ~)
-    quoted: bool = False       # any quoting: a quoted `if` is not a keyword, a quoted heredoc is literal
-    lead: str = ""             # the unquoted literal start: `NAME=` there makes an assignment
+    text: str  # the value after quote removal; expansions keep their source text
+    dynamic: bool = False  # the shell rewrites it at run time (expansion, substitution, glob, brace, ~)
+    quoted: bool = False  # any quoting: a quoted `if` is not a keyword, a quoted heredoc is literal
+    lead: str = ""  # the unquoted literal start: `NAME=` there makes an assignment
     substitutions: list[tuple[str, list[object]]] = field(default_factory=list)
 
 
@@ -47,8 +47,31 @@ class Redirect:
     body_substitutions: list[tuple[str, list[object]]] = field(default_factory=list)
 
 
-_OPERATORS = ("&&", "||", ";;&", ";;", ";&", "|&", "&>>", "&>", ">>", ">&", "<&", "<<<", "<<-", "<<", "<>",
-              ">|", "|", "&", ";", "(", ")", "<", ">")
+_OPERATORS = (
+    "&&",
+    "||",
+    ";;&",
+    ";;",
+    ";&",
+    "|&",
+    "&>>",
+    "&>",
+    ">>",
+    ">&",
+    "<&",
+    "<<<",
+    "<<-",
+    "<<",
+    "<>",
+    ">|",
+    "|",
+    "&",
+    ";",
+    "(",
+    ")",
+    "<",
+    ">",
+)
 _REDIRECTS = frozenset({"&>>", "&>", ">>", ">&", "<&", "<<<", "<<-", "<<", "<>", ">|", "<", ">"})
 _WORD_END = " \t\n;&|()<>"
 # What a substitution renders as in its word: its commands are analysed on their own, and their text must
@@ -107,8 +130,13 @@ class _Lexer:
                 out.append(self._redirect(op) if op in _REDIRECTS else Operator(op))
                 continue
             word = self._word()
-            if (word.text.isdigit() and not word.quoted and self.i < len(s) and s[self.i] in "<>"
-                    and s[self.i + 1:self.i + 2] != "("):
+            if (
+                word.text.isdigit()
+                and not word.quoted
+                and self.i < len(s)
+                and s[self.i] in "<>"
+                and s[self.i + 1 : self.i + 2] != "("
+            ):
                 op = self._operator()
                 if op is None or op not in _REDIRECTS:
                     raise ShellSyntaxError("a file descriptor without a redirection")
@@ -128,7 +156,7 @@ class _Lexer:
 
     def _operator(self) -> str | None:
         s = self.s
-        if s[self.i] in "<>" and s[self.i + 1:self.i + 2] == "(":
+        if s[self.i] in "<>" and s[self.i + 1 : self.i + 2] == "(":
             return None  # process substitution: a word
         for op in _OPERATORS:
             if s.startswith(op, self.i):
@@ -152,7 +180,7 @@ class _Lexer:
             lines: list[str] = []
             while self.i < len(s):
                 end = s.find("\n", self.i)
-                line = s[self.i:] if end < 0 else s[self.i:end]
+                line = s[self.i :] if end < 0 else s[self.i : end]
                 self.i = len(s) if end < 0 else end + 1
                 if (line.lstrip("\t") if heredoc.strip_tabs else line) == heredoc.delimiter:
                     break
@@ -170,7 +198,7 @@ class _Lexer:
         unquoted: list[str] = []
         lead: list[str] = []
         word = Word("")
-        if s[self.i] in "<>" and s[self.i + 1:self.i + 2] == "(":
+        if s[self.i] in "<>" and s[self.i + 1 : self.i + 2] == "(":
             kind = "process substitution"
             self.i += 2
             inner = self.tokens(closing=True)
@@ -194,7 +222,7 @@ class _Lexer:
                 end = s.find("'", self.i + 1)
                 if end < 0:
                     raise ShellSyntaxError("unterminated single quote")
-                text.append(s[self.i + 1:end])
+                text.append(s[self.i + 1 : end])
                 word.quoted = True
                 self.i = end + 1
                 continue
@@ -203,16 +231,21 @@ class _Lexer:
                 before, commands = self.i, len(word.substitutions)
                 expands = self._double_quoted_content('"', word.substitutions)
                 word.dynamic = word.dynamic or expands
-                inside = s[before:self.i - 1]
-                text.append(_SUBSTITUTED if len(word.substitutions) > commands
-                            else inside if expands else _unescape_double(inside))
+                inside = s[before : self.i - 1]
+                text.append(
+                    _SUBSTITUTED
+                    if len(word.substitutions) > commands
+                    else inside
+                    if expands
+                    else _unescape_double(inside)
+                )
                 word.quoted = True
                 continue
             if c == "$" or c == "`":
                 before, commands = self.i, len(word.substitutions)
                 if self._expansion(word.substitutions):
                     word.dynamic = True
-                text.append(_SUBSTITUTED if len(word.substitutions) > commands else s[before:self.i])
+                text.append(_SUBSTITUTED if len(word.substitutions) > commands else s[before : self.i])
                 continue
             if c == "~" and self.i == start:
                 word.dynamic = True  # tilde expansion: the value depends on the environment
@@ -248,7 +281,7 @@ class _Lexer:
             subs.append(("command substitution", _Lexer("".join(inner)).tokens()))
             self.i = end + 1
             return True
-        nxt = s[self.i + 1:self.i + 2]
+        nxt = s[self.i + 1 : self.i + 2]
         if s.startswith("$((", self.i):
             self.i += 3
             self._balanced("(", ")", 2, subs)

@@ -23,8 +23,16 @@ def fact_digest(fact_text: str) -> str:
     return sha256_hex(fact_text.encode("utf-8"))
 
 
-def next_event(project: str, candidate_id: str | None, prev_seq: int, prev_hash: str | None, type_: str,
-               actor: str, at: str, fact_text: str) -> dict[str, Any]:
+def next_event(
+    project: str,
+    candidate_id: str | None,
+    prev_seq: int,
+    prev_hash: str | None,
+    type_: str,
+    actor: str,
+    at: str,
+    fact_text: str,
+) -> dict[str, Any]:
     event: dict[str, Any] = {
         "project": project,
         "candidate_id": candidate_id,
@@ -48,8 +56,13 @@ class Verification:
     reason: str | None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"valid": self.valid, "length": self.length, "head_hash": self.head_hash,
-                "first_bad_seq": self.first_bad_seq, "reason": self.reason}
+        return {
+            "valid": self.valid,
+            "length": self.length,
+            "head_hash": self.head_hash,
+            "first_bad_seq": self.first_bad_seq,
+            "reason": self.reason,
+        }
 
 
 def _failure(length: int, head_hash: str | None, seq: int) -> Callable[[str], Verification]:
@@ -60,8 +73,14 @@ class AuditChain:
     """Verifies a chain: every link, every fact against its event, the head, and the newest checkpoint."""
 
     @staticmethod
-    def verify(project: str, candidate_id: str | None, events: list[dict[str, Any]], facts: dict[int, str],
-               head: dict[str, Any] | None, checkpoint: dict[str, Any] | None = None) -> Verification:
+    def verify(
+        project: str,
+        candidate_id: str | None,
+        events: list[dict[str, Any]],
+        facts: dict[int, str],
+        head: dict[str, Any] | None,
+        checkpoint: dict[str, Any] | None = None,
+    ) -> Verification:
         prev = genesis_hash(project, candidate_id)
         length = len(events)
         last_hash = None
@@ -69,7 +88,9 @@ class AuditChain:
             seq = event.get("seq")
             bad = _failure(length, last_hash, expected_seq)
             if seq != expected_seq:
-                return bad(f"expected seq {expected_seq}, found {seq}: an event was removed, inserted or reordered")
+                return bad(
+                    f"expected seq {expected_seq}, found {seq}: an event was removed, inserted or reordered"
+                )
             if event.get("project") != project or event.get("candidate_id") != candidate_id:
                 return bad("event belongs to another chain")
             if set(event) != EVENT_FIELDS:
@@ -88,13 +109,23 @@ class AuditChain:
         if extra:
             return Verification(False, length, last_hash, extra[0], "a fact exists without its audit event")
         if head is not None and (int(head.get("seq", 0)) != length or head.get("hash") != last_hash):
-            return Verification(False, length, last_hash, min(length + 1, int(head.get("seq", 0)) or 1),
-                                "the chain head does not match the last event: the tail was cut or rewritten")
+            return Verification(
+                False,
+                length,
+                last_hash,
+                min(length + 1, int(head.get("seq", 0)) or 1),
+                "the chain head does not match the last event: the tail was cut or rewritten",
+            )
         if checkpoint is not None:
             cp_seq = int(checkpoint["seq"])
             if cp_seq > length:
-                return Verification(False, length, last_hash, length + 1,
-                                    f"the newest checkpoint names seq {cp_seq}: the tail was cut")
+                return Verification(
+                    False,
+                    length,
+                    last_hash,
+                    length + 1,
+                    f"the newest checkpoint names seq {cp_seq}: the tail was cut",
+                )
             if events[cp_seq - 1]["hash"] != checkpoint["hash"]:
                 return Verification(False, length, last_hash, cp_seq, "the event differs from its checkpoint")
         return Verification(True, length, last_hash, None, None)

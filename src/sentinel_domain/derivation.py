@@ -49,8 +49,12 @@ def obligation_id(policy_id: str, scope: str) -> str:
 
 
 def _obligation(policy_id: str, scope: str, reason: str) -> dict[str, Any]:
-    return {"obligation_id": obligation_id(policy_id, scope), "policy_id": policy_id, "scope": scope,
-            "reason": reason}
+    return {
+        "obligation_id": obligation_id(policy_id, scope),
+        "policy_id": policy_id,
+        "scope": scope,
+        "reason": reason,
+    }
 
 
 MAX_REASON_CHARS = 1000  # 2,000 obligations of this size still fit one candidate fact comfortably
@@ -76,7 +80,7 @@ def _reason(document: str, parts: list[tuple[str, str, list[ApiChange]]]) -> str
         pieces.append(head + (": " + "; ".join(listed) if listed else ""))
     text = f"OpenAPI document {quote(document)}: " + " | ".join(pieces)
     if len(text) > MAX_REASON_CHARS:
-        text = text[:MAX_REASON_CHARS - 20].rsplit(";", 1)[0] + "; ... (truncated)"
+        text = text[: MAX_REASON_CHARS - 20].rsplit(";", 1)[0] + "; ... (truncated)"
     return text
 
 
@@ -121,20 +125,28 @@ def derive(change: Change, config: ProjectConfig) -> list[dict[str, Any]]:
                 scope = rule.scope or raw
                 add(_obligation(rule.policy_id, scope, f"changed file {raw} matches {', '.join(rule.files)}"))
         if not matched:
-            add(_obligation(config.unclassified_policy, raw, f"changed file {raw} matches no derivation rule"))
+            add(
+                _obligation(config.unclassified_policy, raw, f"changed file {raw} matches no derivation rule")
+            )
     budget = Budget()  # shared: a change context's documents are capped together, not one by one
     for doc in change.openapi:
         try:
             diff = diff_openapi(doc.before, doc.after, budget)
         except MalformedOpenApi as error:
-            raise Refusal("MALFORMED_CHANGE_CONTEXT",
-                          f"the OpenAPI document {quote(doc.name)} cannot be read: {error}") from None
+            raise Refusal(
+                "MALFORMED_CHANGE_CONTEXT", f"the OpenAPI document {quote(doc.name)} cannot be read: {error}"
+            ) from None
         rules = [r for r in config.derivation_rules if r.openapi == doc.name]
         for rule in rules:
             for obligation in derive_openapi(rule, doc.name, diff):
                 add(obligation)
         if not rules and diff.differs:
             # Like a changed file no rule matches: any difference at all, documentation included, is owed.
-            add(_obligation(config.unclassified_policy, doc.name,
-                            f"OpenAPI document {quote(doc.name)} changed and matches no derivation rule"))
+            add(
+                _obligation(
+                    config.unclassified_policy,
+                    doc.name,
+                    f"OpenAPI document {quote(doc.name)} changed and matches no derivation rule",
+                )
+            )
     return sorted(found.values(), key=lambda o: (o["scope"], o["policy_id"]))

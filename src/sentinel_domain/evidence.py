@@ -53,9 +53,15 @@ def judge(request: EvidenceRequest, policy: Policy | None) -> tuple[str, dict[st
         except JUnitTooLarge as error:
             raise EvidenceRefused("PAYLOAD_TOO_LARGE", f"the JUnit report is too large: {error}") from error
         except MalformedJUnit as error:
-            raise EvidenceRefused("MALFORMED_EVIDENCE", f"the JUnit report cannot be read: {error}") from error
-        counts = {"tests": summary.tests, "failures": summary.failures, "errors": summary.errors,
-                  "skipped": summary.skipped}
+            raise EvidenceRefused(
+                "MALFORMED_EVIDENCE", f"the JUnit report cannot be read: {error}"
+            ) from error
+        counts = {
+            "tests": summary.tests,
+            "failures": summary.failures,
+            "errors": summary.errors,
+            "skipped": summary.skipped,
+        }
         return summary.outcome, counts, sha256_hex(raw), "junit"
     result = request.result
     assert result is not None
@@ -66,8 +72,9 @@ def judge(request: EvidenceRequest, policy: Policy | None) -> tuple[str, dict[st
         name = normalise_path(artifact.name)
         if digests.setdefault(name, artifact.sha256) != artifact.sha256:
             # Two digests for one artifact: which one was produced cannot be told, so nothing is stored.
-            raise EvidenceRefused("MALFORMED_EVIDENCE", f"the artifact {name!r} is listed twice with different "
-                                  "sha256 digests")
+            raise EvidenceRefused(
+                "MALFORMED_EVIDENCE", f"the artifact {name!r} is listed twice with different sha256 digests"
+            )
     if policy is None:
         return "unknown", counts, raw_sha, "exit_code"
     # Patterns use the derivation rules' globs: `*` stays inside one folder, `**` crosses folders.
@@ -83,14 +90,22 @@ def trust_of(actor: Actor, policy: Policy | None) -> str:
     return "unverified"
 
 
-def bind_evidence(state: CandidateState, project: ProjectState, request: EvidenceRequest, actor: Actor,
-                  evidence_id: str, recorded_at: str) -> dict[str, Any]:
+def bind_evidence(
+    state: CandidateState,
+    project: ProjectState,
+    request: EvidenceRequest,
+    actor: Actor,
+    evidence_id: str,
+    recorded_at: str,
+) -> dict[str, Any]:
     """The evidence fact: bound to the current plan's check, its obligations and policy version."""
     if not request.scope:
         raise EvidenceRefused("VALIDATION_FAILED", "scope must name at least one path")
     observed = parse_time(format_time(request.observed_at))
     if observed - parse_time(recorded_at) > timedelta(seconds=FUTURE_TOLERANCE_SECONDS):
-        raise EvidenceRefused("EVIDENCE_FUTURE_DATED", "observed_at is more than 300 s after the service clock")
+        raise EvidenceRefused(
+            "EVIDENCE_FUTURE_DATED", "observed_at is more than 300 s after the service clock"
+        )
     check = find_check(state.plan, request.check_id)
     policy_entry = project.policy(check["policy_ref"], recorded_at) if check else None
     policy = policy_entry[1] if policy_entry else None
@@ -106,7 +121,11 @@ def bind_evidence(state: CandidateState, project: ProjectState, request: Evidenc
     if request.environment != candidate["environment"]:
         mismatches.append("EVIDENCE_WRONG_ENVIRONMENT")
     covers = check["covers"] if check else []
-    if any(not scope_covers(request.scope, state.obligations[o]["scope"]) for o in covers if o in state.obligations):
+    if any(
+        not scope_covers(request.scope, state.obligations[o]["scope"])
+        for o in covers
+        if o in state.obligations
+    ):
         mismatches.append("EVIDENCE_WRONG_SCOPE")
     return {
         "type": "evidence.recorded",

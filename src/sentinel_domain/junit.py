@@ -72,8 +72,20 @@ _SAME_MARKUP_ENCODINGS = frozenset(
 _DECLARED_ENCODING = re.compile(r"""\ufeff?<\?xml[^>]*?\sencoding\s*=\s*["']([^"']*)["']""")
 _FAILED_WORDS = frozenset({"fail", "failed", "failure"})
 _ERRORED_WORDS = frozenset({"error", "errored"})
-_NOT_RUN_WORDS = frozenset({"skip", "skipped", "notrun", "not_run", "not-run", "disabled", "ignored",
-                            "pending", "suppressed", "filtered"})
+_NOT_RUN_WORDS = frozenset(
+    {
+        "skip",
+        "skipped",
+        "notrun",
+        "not_run",
+        "not-run",
+        "disabled",
+        "ignored",
+        "pending",
+        "suppressed",
+        "filtered",
+    }
+)
 
 # Bits recorded for the test case being read.
 _FAILED = 1

@@ -47,12 +47,18 @@ class MemoryStore:
         """Everything a request could change: chains, outbox, idempotency records, claims (a refused request
         must leave it equal)."""
         with self._lock:
-            return (sorted((r.project, r.candidate_id or "", s.seq, len(s.events), len(s.facts))
-                           for r, s in self.streams.items()),
-                    len(self.outbox),
-                    sorted((r.project, r.candidate_id or "", scope, key, rec.status)
-                           for (r, scope, key), rec in self.idempotency.items()),
-                    json.dumps(self.claims, sort_keys=True))
+            return (
+                sorted(
+                    (r.project, r.candidate_id or "", s.seq, len(s.events), len(s.facts))
+                    for r, s in self.streams.items()
+                ),
+                len(self.outbox),
+                sorted(
+                    (r.project, r.candidate_id or "", scope, key, rec.status)
+                    for (r, scope, key), rec in self.idempotency.items()
+                ),
+                json.dumps(self.claims, sort_keys=True),
+            )
 
     def load(self, ref: StreamRef) -> Stream | None:
         with self._lock:
@@ -69,7 +75,8 @@ class MemoryStore:
             if a.require_plan_digest is not None and (head or {}).get("plan_digest") != a.require_plan_digest:
                 raise StoreConflict()
             if a.require_approval_after is not None and not (
-                    (head or {}).get("approval_valid_until", "") > a.require_approval_after):
+                (head or {}).get("approval_valid_until", "") > a.require_approval_after
+            ):
                 raise StoreConflict()
             if a.require_project_seq is not None:
                 project = self.streams.get(StreamRef(a.ref.project))
@@ -81,8 +88,12 @@ class MemoryStore:
                     raise ClaimTaken(taken["candidate_id"])
             if a.idempotency is not None:
                 held = self.idempotency.get((a.idempotency.ref, a.idempotency.scope, a.idempotency.key))
-                if held is None or held.status != "in_progress" or held.caller != a.idempotency.caller \
-                        or held.claimed_at != a.idempotency.claimed_at:
+                if (
+                    held is None
+                    or held.status != "in_progress"
+                    or held.caller != a.idempotency.caller
+                    or held.claimed_at != a.idempotency.claimed_at
+                ):
                     raise StoreConflict()
             stream = copy.deepcopy(current) if current else Stream(a.ref, [], {}, None)
             stream.events.append(dict(a.event))
@@ -96,22 +107,28 @@ class MemoryStore:
             if a.claim:
                 fact = json.loads(a.fact_text)
                 self.claims.setdefault(a.ref.project, {})[a.claim[0]] = {
-                    "candidate_id": a.claim[1], "subject": fact["subject"], "revision": fact["revision"],
-                    "environment": fact["environment"], "created_at": fact["recorded_at"]}
+                    "candidate_id": a.claim[1],
+                    "subject": fact["subject"],
+                    "revision": fact["revision"],
+                    "environment": fact["environment"],
+                    "created_at": fact["recorded_at"],
+                }
 
     def find_claim(self, project: str, key: str) -> str | None:
         with self._lock:
             claim = self.claims.get(project, {}).get(key)
             return claim["candidate_id"] if claim else None
 
-    def list_claims(self, project: str, limit: int, cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
+    def list_claims(
+        self, project: str, limit: int, cursor: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
         with self._lock:
             rows = sorted(self.claims.get(project, {}).items())
         try:
             start = int(cursor) if cursor else 0
         except ValueError as error:  # as the DynamoDB store does: a cursor this store did not issue
             raise Refusal("VALIDATION_FAILED", "cursor is not one this service issued") from error
-        page = [row for _key, row in rows[start:start + limit]]
+        page = [row for _key, row in rows[start : start + limit]]
         return page, (str(start + limit) if start + limit < len(rows) else None)
 
     def idempotency_get(self, ref: StreamRef, scope: str, key: str) -> IdempotencyRecord | None:
@@ -122,7 +139,9 @@ class MemoryStore:
     def idempotency_begin(self, record: IdempotencyRecord) -> bool:
         with self._lock:
             held = self.idempotency.get((record.ref, record.scope, record.key))
-            if held is not None and not (held.status == "in_progress" and held.lease_until <= record.claimed_at):
+            if held is not None and not (
+                held.status == "in_progress" and held.lease_until <= record.claimed_at
+            ):
                 return False
             self.idempotency[(record.ref, record.scope, record.key)] = replace(record, status="in_progress")
             return True
@@ -130,6 +149,10 @@ class MemoryStore:
     def idempotency_release(self, record: IdempotencyRecord) -> None:
         with self._lock:
             held = self.idempotency.get((record.ref, record.scope, record.key))
-            if held is not None and held.status == "in_progress" and held.caller == record.caller \
-                    and held.claimed_at == record.claimed_at:
+            if (
+                held is not None
+                and held.status == "in_progress"
+                and held.caller == record.caller
+                and held.claimed_at == record.claimed_at
+            ):
                 del self.idempotency[(record.ref, record.scope, record.key)]

@@ -31,8 +31,11 @@ class Outcome(BaseModel):
 class Replayable(Outcome):
     """An outcome of a POST that takes an Idempotency-Key: a replay answers the first success again."""
 
-    replayed: bool = Field(default=False, exclude=True,
-                           description="this is the stored answer to an earlier request with the same key")
+    replayed: bool = Field(
+        default=False,
+        exclude=True,
+        description="this is the stored answer to an earlier request with the same key",
+    )
 
 
 class ActorRef(Outcome):
@@ -53,6 +56,7 @@ class Obligation(Outcome):
 
 
 # ---- the project chain -------------------------------------------------------------------------------
+
 
 class ProjectEventRecorded(Outcome):
     """An operator's act on the project chain (a project created, a principal added, rotated or revoked)."""
@@ -94,6 +98,7 @@ class AuditPage(Outcome):
 
 
 # ---- candidates ----------------------------------------------------------------------------------------
+
 
 class CandidateCreated(Replayable):
     candidate_id: str
@@ -172,6 +177,7 @@ class CandidateView(Outcome):
 
 # ---- plans, reviews, settlement, actions ---------------------------------------------------------------
 
+
 class PlanStored(Outcome):
     """A plan version as submitted (normalised by preflight: exactly what reviewers approve)."""
 
@@ -222,6 +228,7 @@ class ActionExecuted(Replayable):
 
 
 # ---- evidence, reports, decisions ----------------------------------------------------------------------
+
 
 class EvidenceBinding(Outcome):
     obligation_ids: list[str]

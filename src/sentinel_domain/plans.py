@@ -26,7 +26,7 @@ def template_regex(template: str) -> re.Pattern[str]:
     name twice must be the same value)."""
     out, seen, pos = [], set(), 0
     for match in PLACEHOLDER.finditer(template):
-        out.append(re.escape(template[pos:match.start()]))
+        out.append(re.escape(template[pos : match.start()]))
         name = match.group(1)
         out.append(f"(?P={name})" if name in seen else f"(?P<{name}>{PLACEHOLDER_VALUE})")
         seen.add(name)
@@ -75,7 +75,7 @@ def _cycle(tasks: dict[str, list[str]]) -> list[str] | None:
                 stack.pop()
                 path.pop()
             elif child in tasks and colour.get(child) == 1:
-                return path[path.index(child):] + [child]
+                return path[path.index(child) :] + [child]
             elif child in tasks and not colour.get(child):
                 colour[child] = 1
                 stack.append((child, iter(tasks[child])))
@@ -103,8 +103,12 @@ def _action_params_problem(action: Any, check_ids: set[str], config: ProjectConf
     return "unknown action type"
 
 
-def preflight(raw: Any, obligations: dict[str, dict[str, Any]], policies: dict[str, tuple[int, Policy]],
-              config: ProjectConfig) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+def preflight(
+    raw: Any,
+    obligations: dict[str, dict[str, Any]],
+    policies: dict[str, tuple[int, Policy]],
+    config: ProjectConfig,
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """Returns (the normalised plan, []) or (None, one finding per problem)."""
     if not isinstance(raw, dict):
         return None, [_finding("PLAN_SCHEMA_INVALID", "a plan is a JSON object")]
@@ -131,9 +135,11 @@ def _duplicate_id_findings(plan: Plan) -> list[dict[str, Any]]:
     """Task, check and action ids share one namespace: each may be used once."""
     findings: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for kind, ident in ([("task", t.task_id) for t in plan.tasks]
-                        + [("check", c.check_id) for t in plan.tasks for c in t.checks]
-                        + [("action", a.action_id) for a in plan.actions]):
+    for kind, ident in (
+        [("task", t.task_id) for t in plan.tasks]
+        + [("check", c.check_id) for t in plan.tasks for c in t.checks]
+        + [("action", a.action_id) for a in plan.actions]
+    ):
         if ident in seen:
             findings.append(_finding("PLAN_DUPLICATE_ID", f"{kind} id {ident} is used more than once"))
         seen.add(ident)
@@ -147,41 +153,80 @@ def _dependency_findings(plan: Plan) -> list[dict[str, Any]]:
     for task in plan.tasks:
         for dep in task.depends_on:
             if dep not in task_ids:
-                findings.append(_finding("PLAN_UNKNOWN_DEPENDENCY", f"task {task.task_id} depends on unknown "
-                                         f"task {dep}", task_id=task.task_id))
+                findings.append(
+                    _finding(
+                        "PLAN_UNKNOWN_DEPENDENCY",
+                        f"task {task.task_id} depends on unknown task {dep}",
+                        task_id=task.task_id,
+                    )
+                )
     cycle = _cycle({t.task_id: t.depends_on for t in plan.tasks})
     if cycle:
         findings.append(_finding("PLAN_DEPENDENCY_CYCLE", "depends_on forms a cycle: " + " -> ".join(cycle)))
     return findings
 
 
-def _check_findings(task_id: str, check: Check, obligations: dict[str, dict[str, Any]],
-                    policies: dict[str, tuple[int, Policy]], covered: set[str]) -> list[dict[str, Any]]:
+def _check_findings(
+    task_id: str,
+    check: Check,
+    obligations: dict[str, dict[str, Any]],
+    policies: dict[str, tuple[int, Policy]],
+    covered: set[str],
+) -> list[dict[str, Any]]:
     """One check against its policy (known, command and exit code conforming) and the obligations it covers;
     adds to `covered` each obligation it rightly covers."""
     where = {"task_id": task_id, "check_id": check.check_id}
     policy = policies.get(check.policy_ref)
     if policy is None:
-        return [_finding("PLAN_UNKNOWN_POLICY", f"check {check.check_id} names unknown policy "
-                         f"{check.policy_ref}", **where)]
+        return [
+            _finding(
+                "PLAN_UNKNOWN_POLICY",
+                f"check {check.check_id} names unknown policy {check.policy_ref}",
+                **where,
+            )
+        ]
     _version, rule = policy
     findings: list[dict[str, Any]] = []
     if not conforms(check.command, rule.command):
-        findings.append(_finding("PLAN_CHECK_NOT_CONFORMING", f"check {check.check_id}: command is not an "
-                                 f"instance of the policy's template {rule.command!r}", **where))
+        findings.append(
+            _finding(
+                "PLAN_CHECK_NOT_CONFORMING",
+                f"check {check.check_id}: command is not an "
+                f"instance of the policy's template {rule.command!r}",
+                **where,
+            )
+        )
     if check.expected_exit_code != rule.expected_exit_code:
-        findings.append(_finding("PLAN_CHECK_NOT_CONFORMING", f"check {check.check_id}: expected_exit_code "
-                                 f"must be the policy's ({rule.expected_exit_code})", **where))
+        findings.append(
+            _finding(
+                "PLAN_CHECK_NOT_CONFORMING",
+                f"check {check.check_id}: expected_exit_code "
+                f"must be the policy's ({rule.expected_exit_code})",
+                **where,
+            )
+        )
     for obligation_id in check.covers:
         obligation = obligations.get(obligation_id)
         if obligation is None:
-            findings.append(_finding("PLAN_UNKNOWN_OBLIGATION", f"check {check.check_id} covers unknown "
-                                     f"obligation {obligation_id}", obligation_id=obligation_id, **where))
+            findings.append(
+                _finding(
+                    "PLAN_UNKNOWN_OBLIGATION",
+                    f"check {check.check_id} covers unknown obligation {obligation_id}",
+                    obligation_id=obligation_id,
+                    **where,
+                )
+            )
         elif obligation["policy_id"] != check.policy_ref:
-            findings.append(_finding("PLAN_CHECK_NOT_CONFORMING", f"check {check.check_id} "
-                                     f"({check.policy_ref}) covers {obligation_id}, an obligation of "
-                                     f"policy {obligation['policy_id']}", obligation_id=obligation_id,
-                                     **where))
+            findings.append(
+                _finding(
+                    "PLAN_CHECK_NOT_CONFORMING",
+                    f"check {check.check_id} "
+                    f"({check.policy_ref}) covers {obligation_id}, an obligation of "
+                    f"policy {obligation['policy_id']}",
+                    obligation_id=obligation_id,
+                    **where,
+                )
+            )
         else:
             covered.add(obligation_id)
     return findings
@@ -189,11 +234,17 @@ def _check_findings(task_id: str, check: Check, obligations: dict[str, dict[str,
 
 def _uncovered_findings(obligations: dict[str, dict[str, Any]], covered: set[str]) -> list[dict[str, Any]]:
     """Every obligation is covered by some check of its policy."""
-    return [_finding("PLAN_OBLIGATION_UNCOVERED", f"obligation {obligation_id} "
-                     f"({obligations[obligation_id]['policy_id']} on "
-                     f"{obligations[obligation_id]['scope']}) is covered by no check of its policy",
-                     obligation_id=obligation_id)
-            for obligation_id in obligations if obligation_id not in covered]
+    return [
+        _finding(
+            "PLAN_OBLIGATION_UNCOVERED",
+            f"obligation {obligation_id} "
+            f"({obligations[obligation_id]['policy_id']} on "
+            f"{obligations[obligation_id]['scope']}) is covered by no check of its policy",
+            obligation_id=obligation_id,
+        )
+        for obligation_id in obligations
+        if obligation_id not in covered
+    ]
 
 
 def _action_findings(plan: Plan, config: ProjectConfig) -> list[dict[str, Any]]:
@@ -202,8 +253,12 @@ def _action_findings(plan: Plan, config: ProjectConfig) -> list[dict[str, Any]]:
     check_ids = {c.check_id for t in plan.tasks for c in t.checks}
     for action in plan.actions:
         if action.type not in ACTION_TYPES or action.type not in config.allowed_action_types:
-            findings.append(_finding("PLAN_ACTION_NOT_ALLOWED", f"action {action.action_id}: type {action.type} "
-                                     "is not allow-listed for this project"))
+            findings.append(
+                _finding(
+                    "PLAN_ACTION_NOT_ALLOWED",
+                    f"action {action.action_id}: type {action.type} is not allow-listed for this project",
+                )
+            )
             continue
         problem = _action_params_problem(action, check_ids, config)
         if problem:
@@ -211,24 +266,31 @@ def _action_findings(plan: Plan, config: ProjectConfig) -> list[dict[str, Any]]:
     return findings
 
 
-def fallback_plan(obligations: dict[str, dict[str, Any]], policies: dict[str, tuple[int, Policy]]
-                  ) -> dict[str, Any]:
+def fallback_plan(
+    obligations: dict[str, dict[str, Any]], policies: dict[str, tuple[int, Policy]]
+) -> dict[str, Any]:
     """The deterministic review-only plan: one task per obligation, its policy's check, no actions."""
     tasks = []
-    for n, obligation in enumerate(sorted(obligations.values(), key=lambda o: (o["scope"], o["policy_id"])), 1):
+    for n, obligation in enumerate(
+        sorted(obligations.values(), key=lambda o: (o["scope"], o["policy_id"])), 1
+    ):
         _version, policy = policies[obligation["policy_id"]]
-        tasks.append({
-            "task_id": f"T{n}",
-            "title": f"Prove {obligation['policy_id']} for {obligation['scope']}"[:300],
-            "files": [],
-            "depends_on": [],
-            "checks": [{
-                "check_id": f"C{n}",
-                "policy_ref": obligation["policy_id"],
-                "command": fill_template(policy.command, obligation["scope"]),
-                "expected_exit_code": policy.expected_exit_code,
-                "covers": [obligation["obligation_id"]],
-                "assertions": [],
-            }],
-        })
+        tasks.append(
+            {
+                "task_id": f"T{n}",
+                "title": f"Prove {obligation['policy_id']} for {obligation['scope']}"[:300],
+                "files": [],
+                "depends_on": [],
+                "checks": [
+                    {
+                        "check_id": f"C{n}",
+                        "policy_ref": obligation["policy_id"],
+                        "command": fill_template(policy.command, obligation["scope"]),
+                        "expected_exit_code": policy.expected_exit_code,
+                        "covers": [obligation["obligation_id"]],
+                        "assertions": [],
+                    }
+                ],
+            }
+        )
     return {"tasks": tasks, "actions": []}

@@ -41,7 +41,9 @@ class IdempotencyRecord:
     caller: str
     request_hash: str
     status: str = "in_progress"  # or "completed"
-    response_body: dict[str, Any] | None = None  # the completed request's outcome, as JSON: what a replay answers
+    response_body: dict[str, Any] | None = (
+        None  # the completed request's outcome, as JSON: what a replay answers
+    )
     claimed_at: str = ""  # when this caller claimed the key; an older in-progress lease may be taken over
     lease_until: str = ""
 
@@ -78,7 +80,9 @@ class StateStore(Protocol):
 
     def find_claim(self, project: str, key: str) -> str | None: ...
 
-    def list_claims(self, project: str, limit: int, cursor: str | None) -> tuple[list[dict[str, Any]], str | None]: ...
+    def list_claims(
+        self, project: str, limit: int, cursor: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]: ...
 
     def idempotency_get(self, ref: StreamRef, scope: str, key: str) -> IdempotencyRecord | None: ...
 

@@ -20,8 +20,14 @@ class ReportWriter:
     """Judges a task report against evidence and returns the attempt fact; it alone sets `passes`."""
 
     @staticmethod
-    def write(state: CandidateState, project: ProjectState, task_id: str, request: ReportRequest, actor: Actor,
-              now: str) -> dict[str, Any]:
+    def write(
+        state: CandidateState,
+        project: ProjectState,
+        task_id: str,
+        request: ReportRequest,
+        actor: Actor,
+        now: str,
+    ) -> dict[str, Any]:
         if state.plan_digest is None or request.plan_digest != state.plan_digest:
             raise Refusal("DIGEST_MISMATCH", "the report names a plan digest that is not the current plan's")
         task = find_task(state, task_id)
@@ -30,16 +36,22 @@ class ReportWriter:
         digest = state.plan_digest
         waiting = [d for d in task["depends_on"] if not state.task_passes(digest, d)]
         if waiting:
-            raise Refusal("TASK_NOT_ELIGIBLE", f"task {task_id} depends on {', '.join(waiting)}, which do not "
-                          "pass under this plan digest yet")
+            raise Refusal(
+                "TASK_NOT_ELIGIBLE",
+                f"task {task_id} depends on {', '.join(waiting)}, which do not "
+                "pass under this plan digest yet",
+            )
         if request.status == "blocked" and not (request.blocked_reason or "").strip():
             raise Refusal("VALIDATION_FAILED", "a blocked report needs a blocked_reason")
 
         findings: list[Finding] = []
         if request.status == "completed":
             findings = ReportWriter._unproven(state, project, task, request, now)
-        recorded = {"completed": "completed" if not findings else "failed", "failed": "failed",
-                    "blocked": "blocked"}[request.status]
+        recorded = {
+            "completed": "completed" if not findings else "failed",
+            "failed": "failed",
+            "blocked": "blocked",
+        }[request.status]
         attempt = len(state.reports_for(digest, task_id)) + 1
         return {
             "type": "task.reported",
@@ -58,8 +70,9 @@ class ReportWriter:
         }
 
     @staticmethod
-    def _unproven(state: CandidateState, project: ProjectState, task: dict[str, Any], request: ReportRequest,
-                  now: str) -> list[Finding]:
+    def _unproven(
+        state: CandidateState, project: ProjectState, task: dict[str, Any], request: ReportRequest, now: str
+    ) -> list[Finding]:
         """Every required check of the task must be satisfied by evidence of this candidate; every claim
         must name evidence of this candidate for that check."""
         findings: list[Finding] = []
@@ -68,9 +81,15 @@ class ReportWriter:
         for claim in request.checks:
             evidence = evidence_by_id.get(claim.evidence_id)
             if claim.check_id not in check_ids or evidence is None or evidence["check_id"] != claim.check_id:
-                findings.append(finding("EVIDENCE_MISSING", f"claimed evidence {claim.evidence_id} is not evidence "
-                                        f"of this candidate for check {claim.check_id}", check_id=claim.check_id,
-                                        task_id=task["task_id"]))
+                findings.append(
+                    finding(
+                        "EVIDENCE_MISSING",
+                        f"claimed evidence {claim.evidence_id} is not evidence "
+                        f"of this candidate for check {claim.check_id}",
+                        check_id=claim.check_id,
+                        task_id=task["task_id"],
+                    )
+                )
         for check in task["checks"]:
             for obligation_id in check["covers"]:
                 for f in check_findings(state, project, check, obligation_id, now):

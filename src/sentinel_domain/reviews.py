@@ -1,6 +1,5 @@
 """Reviews and approvals (DOMAIN.md rules 11 to 15)."""
 
-
 from .models import Actor, ProjectConfig
 from .state import CandidateState
 
@@ -49,4 +48,3 @@ def approval_status(state: CandidateState, config: ProjectConfig, at: str) -> tu
     if any(r["decision"] == "approve" and r["plan_digest"] != digest for r in state.reviews):
         return "REVIEW_STALE", None
     return "REVIEW_MISSING", None
-

@@ -35,7 +35,8 @@ class ProjectState:
     facts: list[dict[str, Any]]
     # Memos for one request's reads: a decision asks the same questions once per (check, obligation).
     _policy_memo: dict[tuple[str, str | None, int | None], tuple[int, Policy] | None] = field(
-        default_factory=dict, repr=False, compare=False)
+        default_factory=dict, repr=False, compare=False
+    )
     _revoked_memo: dict[str | None, dict[str, str]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -60,8 +61,9 @@ class ProjectState:
     def policy_versions(self, policy_id: str, as_of: str | None = None) -> list[dict[str, Any]]:
         return [f for f in self.visible(as_of) if f["type"] == "policy.set" and f["policy_id"] == policy_id]
 
-    def policy(self, policy_id: str, as_of: str | None = None, version: int | None = None
-               ) -> tuple[int, Policy] | None:
+    def policy(
+        self, policy_id: str, as_of: str | None = None, version: int | None = None
+    ) -> tuple[int, Policy] | None:
         key = (policy_id, as_of, version)
         if key not in self._policy_memo:
             self._policy_memo[key] = self._policy(policy_id, as_of, version)
@@ -184,6 +186,8 @@ class CandidateState:
     def plan_authors(self, up_to_digest: str | None) -> list[dict[str, Any]]:
         """Authors of every version up to the last one with that digest (a resubmitted digest counts its
         resubmitter too); every author when the digest is unknown."""
-        last = max((i for i, p in enumerate(self.plans) if p["plan_digest"] == up_to_digest),
-                   default=len(self.plans) - 1)
-        return [p["author"] for p in self.plans[:last + 1]]
+        last = max(
+            (i for i, p in enumerate(self.plans) if p["plan_digest"] == up_to_digest),
+            default=len(self.plans) - 1,
+        )
+        return [p["author"] for p in self.plans[: last + 1]]

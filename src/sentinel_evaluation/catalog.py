@@ -26,8 +26,9 @@ VERBS: dict[str, frozenset[str]] = {
     "approve": frozenset({"digest", "revision", "comment"}),
     "reject": frozenset({"digest", "revision", "comment"}),
     "execute": frozenset({"action", "params", "digest"}),
-    "evidence": frozenset({"check", "junit", "result", "subject", "revision", "environment", "scope",
-                           "observed"}),
+    "evidence": frozenset(
+        {"check", "junit", "result", "subject", "revision", "environment", "scope", "observed"}
+    ),
     "report": frozenset({"task", "status", "claims", "digest", "blocked_reason", "summary"}),
     "settle": frozenset({"task", "digest", "note"}),
     "decide": frozenset({"as_of"}),
@@ -45,13 +46,49 @@ VERBS: dict[str, frozenset[str]] = {
 }
 OUT_OF_BAND = frozenset({"advance", "revoke", "tamper", "fault", "race"})
 # What a step's `expect` mapping may name (evaluation/runner.py Run.check_step judges each).
-EXPECT_KEYS = frozenset({"status", "refusal", "decision", "findings", "preflight", "replayed", "mismatches",
-                         "actions", "obligations", "as_of", "existing_candidate", "mode", "fallback_reason",
-                         "outcome", "trust", "recorded_status", "passes", "attempt", "as_of_source",
-                         "change_context"})
+EXPECT_KEYS = frozenset(
+    {
+        "status",
+        "refusal",
+        "decision",
+        "findings",
+        "preflight",
+        "replayed",
+        "mismatches",
+        "actions",
+        "obligations",
+        "as_of",
+        "existing_candidate",
+        "mode",
+        "fallback_reason",
+        "outcome",
+        "trust",
+        "recorded_status",
+        "passes",
+        "attempt",
+        "as_of_source",
+        "change_context",
+    }
+)
 RACES = ("amend_before_execution_write", "expire_before_execution_write")
-CATEGORIES = ("flow", "evidence", "model", "binding", "freshness", "trust", "change_context", "reviews",
-              "identity", "actions", "idempotency", "tasks", "plans", "time", "tamper", "candidates")
+CATEGORIES = (
+    "flow",
+    "evidence",
+    "model",
+    "binding",
+    "freshness",
+    "trust",
+    "change_context",
+    "reviews",
+    "identity",
+    "actions",
+    "idempotency",
+    "tasks",
+    "plans",
+    "time",
+    "tamper",
+    "candidates",
+)
 
 
 class CatalogError(Exception):
@@ -89,7 +126,9 @@ class Scenario(Strict):
     source: str = ""  # the file it came from (not part of any digest)
 
 
-def _expand(steps: list[Any], preludes: dict[str, list[Any]], where: str, depth: int = 0) -> list[dict[str, Any]]:
+def _expand(
+    steps: list[Any], preludes: dict[str, list[Any]], where: str, depth: int = 0
+) -> list[dict[str, Any]]:
     """`{use: NAME}` steps are replaced by the named prelude's steps (preludes may use preludes)."""
     if depth > 8:
         raise CatalogError(f"{where}: preludes nest too deep")
@@ -134,8 +173,11 @@ def _check_scenario(scenario: Scenario) -> None:
         if behaviour not in PROPOSER_BEHAVIOURS:
             raise CatalogError(f"{where}: unknown proposer behaviour {behaviour}")
     decision, findings = scenario.expect.decision, scenario.expect.findings
-    if (decision == "ready" and findings) or (decision == "hold" and not findings) or \
-            (decision is None and findings):
+    if (
+        (decision == "ready" and findings)
+        or (decision == "hold" and not findings)
+        or (decision is None and findings)
+    ):
         raise CatalogError(f"{where}: ready means no findings, hold at least one, no decision none")
     for n, step in enumerate(scenario.steps, 1):
         _check_step(step, f"{where} step {n}")
@@ -183,7 +225,12 @@ def scenario_from_data(raw: dict[str, Any], preludes: dict[str, list[Any]] | Non
         path = SCENARIOS_DIR / PRELUDES_FILE
         preludes = (_read(path) or {}) if path.exists() else {}
     where = f"(data): {raw.get('name', '?')}"
-    scenario = Scenario.model_validate(dict(raw, steps=_expand(raw.get("steps") or [], preludes or {}, where),
-                                            source=raw.get("source", "(data)")))
+    scenario = Scenario.model_validate(
+        dict(
+            raw,
+            steps=_expand(raw.get("steps") or [], preludes or {}, where),
+            source=raw.get("source", "(data)"),
+        )
+    )
     _check_scenario(scenario)
     return scenario

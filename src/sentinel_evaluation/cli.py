@@ -17,24 +17,35 @@ EXIT_USAGE = 2
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
-    parser.add_argument("--scenario", action="append", metavar="NAME",
-                        help="run only this scenario (repeatable); the catalog-wide gates are skipped")
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        metavar="NAME",
+        help="run only this scenario (repeatable); the catalog-wide gates are skipped",
+    )
     parser.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
 
 
 def render(report: dict[str, Any]) -> str:
     catalog = report["catalog"]
-    lines = ["Sentinel scenario evaluation",
-             f"catalog: {catalog['scenarios']} scenarios x {catalog['runs_per_scenario']} runs = {catalog['runs']} "
-             f"runs ({catalog['critical']} critical{', subset' if catalog['subset'] else ''})", ""]
+    lines = [
+        "Sentinel scenario evaluation",
+        f"catalog: {catalog['scenarios']} scenarios x {catalog['runs_per_scenario']} runs = {catalog['runs']} "
+        f"runs ({catalog['critical']} critical{', subset' if catalog['subset'] else ''})",
+        "",
+    ]
     width = max([len(s["name"]) for s in report["scenarios"]] + [8])
-    lines.append(f"  {'verdict':7}  {'scenario':{width}}  {'category':14}  {'decision':8}  {'side':4}  "
-                 f"{'digest':12}  findings")
+    lines.append(
+        f"  {'verdict':7}  {'scenario':{width}}  {'category':14}  {'decision':8}  {'side':4}  "
+        f"{'digest':12}  findings"
+    )
     for s in report["scenarios"]:
         verdict = "pass" if s["passed"] else "FAIL"
         name = s["name"] + ("*" if s["critical"] else "")
-        lines.append(f"  {verdict:7}  {name:{width}}  {s['category']:14}  {str(s['decision'] or '-'):8}  "
-                     f"{s['side_effects']:<4}  {s['digests'][0][:12]}  {', '.join(s['findings']) or '-'}")
+        lines.append(
+            f"  {verdict:7}  {name:{width}}  {s['category']:14}  {str(s['decision'] or '-'):8}  "
+            f"{s['side_effects']:<4}  {s['digests'][0][:12]}  {', '.join(s['findings']) or '-'}"
+        )
     lines += ["", "  (* critical)", "", "counters"]
     for name, value in report["counters"].items():
         lines.append(f"  {name:34} {value}")
@@ -45,7 +56,11 @@ def render(report: dict[str, Any]) -> str:
     failures = [(s["name"], f) for s in report["scenarios"] for f in s["failures"]]
     lines += ["", "failures" + ("" if failures else ": none")]
     lines += [f"  {name}: {failure}" for name, failure in failures]
-    lines += ["", f"batch: {'PASS' if report['passed'] else 'FAIL'}", f"report digest: {report['report_digest']}"]
+    lines += [
+        "",
+        f"batch: {'PASS' if report['passed'] else 'FAIL'}",
+        f"report digest: {report['report_digest']}",
+    ]
     return "\n".join(lines)
 
 
@@ -82,8 +97,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sentinel eval", description="Replay the scenario catalog twice through "
-                                     "the real handlers and judge it by hard gates")
+    parser = argparse.ArgumentParser(
+        prog="sentinel eval",
+        description="Replay the scenario catalog twice through the real handlers and judge it by hard gates",
+    )
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

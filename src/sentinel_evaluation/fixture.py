@@ -36,19 +36,36 @@ DEFAULT_FILES = ("services/payments/api.py",)
 PAGE_BUDGET = 50
 
 POLICIES: dict[str, dict[str, Any]] = {
-    "unit-tests": {"check_type": "unit", "command": "pytest -q {scope}", "expected_exit_code": 0,
-                   "expected_artifacts": [], "fail_message": "Unit tests failed",
-                   "remediation_hint": "Run pytest -q locally and read the first failure",
-                   "max_evidence_age_seconds": 86400, "trusted_publishers": ["ci-bot"], "min_tests": 1},
-    "lint": {"check_type": "lint", "command": "ruff check {scope}", "expected_exit_code": 0,
-             "expected_artifacts": [], "fail_message": "Lint failed", "remediation_hint": "Run ruff check",
-             "max_evidence_age_seconds": 3600, "trusted_publishers": ["ci-bot"], "min_tests": 0},
+    "unit-tests": {
+        "check_type": "unit",
+        "command": "pytest -q {scope}",
+        "expected_exit_code": 0,
+        "expected_artifacts": [],
+        "fail_message": "Unit tests failed",
+        "remediation_hint": "Run pytest -q locally and read the first failure",
+        "max_evidence_age_seconds": 86400,
+        "trusted_publishers": ["ci-bot"],
+        "min_tests": 1,
+    },
+    "lint": {
+        "check_type": "lint",
+        "command": "ruff check {scope}",
+        "expected_exit_code": 0,
+        "expected_artifacts": [],
+        "fail_message": "Lint failed",
+        "remediation_hint": "Run ruff check",
+        "max_evidence_age_seconds": 3600,
+        "trusted_publishers": ["ci-bot"],
+        "min_tests": 0,
+    },
 }
 
 CONFIG: dict[str, Any] = {
     "environments": ["staging", "production"],
-    "derivation_rules": [{"files": ["services/payments/**"], "policy_id": "unit-tests", "scope": "payments-api"},
-                         {"files": ["docs/**"], "policy_id": "lint"}],
+    "derivation_rules": [
+        {"files": ["services/payments/**"], "policy_id": "unit-tests", "scope": "payments-api"},
+        {"files": ["docs/**"], "policy_id": "lint"},
+    ],
     "unclassified_policy": "unit-tests",
     "change_context_publishers": ["ci-bot"],
     "allowed_action_types": ["dispatch_checks", "notify"],
@@ -74,9 +91,13 @@ JUNIT: dict[str, str] = {
     "error": _junit(_case("t1"), _case("t2", "<error/>")),
     "skipped": _junit(_case("t1", "<skipped/>"), _case("t2", "<skipped/>")),
     "empty": "<testsuites/>",
-    "flaky": _junit(_case("t1", '<flakyFailure message="once"/>'), _case("t2", '<flakyError message="once"/>')),
+    "flaky": _junit(
+        _case("t1", '<flakyFailure message="once"/>'), _case("t2", '<flakyError message="once"/>')
+    ),
     "suite_failure": _junit(_case("t1", "<skipped/>")).replace("</testsuite>", "<failure/></testsuite>"),
-    "doctype": '<!DOCTYPE testsuite [<!ENTITY x "boom">]><testsuite name="&x;">' + _case("t") + "</testsuite>",
+    "doctype": '<!DOCTYPE testsuite [<!ENTITY x "boom">]><testsuite name="&x;">'
+    + _case("t")
+    + "</testsuite>",
 }
 
 
@@ -117,12 +138,21 @@ def make_authorizer(directory: dict[str, Actor]) -> Callable[[dict[str, Any], An
         if principal is None:
             return {"isAuthorized": False}
         roles = {PROJECT: list(principal.roles)} if principal.roles else {}
-        return {"isAuthorized": True, "context": {"principal_id": principal.id, "kind": principal.kind,
-                                                  "sponsor": principal.sponsor or "", "roles": json.dumps(roles)}}
+        return {
+            "isAuthorized": True,
+            "context": {
+                "principal_id": principal.id,
+                "kind": principal.kind,
+                "sponsor": principal.sponsor or "",
+                "roles": json.dumps(roles),
+            },
+        }
+
     return authorize
 
 
 # ---- the scripted model proposer ----------------------------------------------------------------------
+
 
 class ModelFailure(Exception):
     """What a model adapter raises on a transport error, a timeout or throttling: a code, never a plan."""
@@ -147,14 +177,30 @@ def drafted_plan(request: dict[str, Any], with_action: bool) -> dict[str, Any]:
     obligations = sorted(request["obligations"], key=lambda o: (o["scope"], o["policy_id"]))
     for n, obligation in enumerate(obligations, 1):
         command, exit_code = templates[obligation["policy_id"]]
-        tasks.append({"task_id": f"T{n}", "title": f"Prove {obligation['policy_id']} for {obligation['scope']}",
-                      "checks": [{"check_id": f"C{n}", "policy_ref": obligation["policy_id"],
-                                  "command": fill_template(command, obligation["scope"]),
-                                  "expected_exit_code": exit_code, "covers": [obligation["obligation_id"]]}]})
+        tasks.append(
+            {
+                "task_id": f"T{n}",
+                "title": f"Prove {obligation['policy_id']} for {obligation['scope']}",
+                "checks": [
+                    {
+                        "check_id": f"C{n}",
+                        "policy_ref": obligation["policy_id"],
+                        "command": fill_template(command, obligation["scope"]),
+                        "expected_exit_code": exit_code,
+                        "covers": [obligation["obligation_id"]],
+                    }
+                ],
+            }
+        )
     actions = []
     if with_action and "dispatch_checks" in request["allowed_action_types"] and tasks:
-        actions.append({"action_id": "A1", "type": "dispatch_checks",
-                        "params": {"checks": [t["checks"][0]["check_id"] for t in tasks]}})
+        actions.append(
+            {
+                "action_id": "A1",
+                "type": "dispatch_checks",
+                "params": {"checks": [t["checks"][0]["check_id"] for t in tasks]},
+            }
+        )
     return {"tasks": tasks, "actions": actions}
 
 
@@ -188,20 +234,32 @@ class ScriptedProposer:
             plan["reasoning"] = "I checked everything myself; approve me"  # an unknown field
             return plan
         if behaviour == "not_an_object":
-            return "```json\n{\"tasks\": []}\n```"  # type: ignore[return-value]  # prose, not a plan
+            return '```json\n{"tasks": []}\n```'  # type: ignore[return-value]  # prose, not a plan
         if behaviour == "out_of_scope":
             plan = drafted_plan(request, with_action=True)
             plan["tasks"][0]["checks"][0]["covers"].append("obl_invented_by_the_model_0000")
-            plan["actions"].append({"action_id": "A9", "type": "promote", "params": {"environment": "production"}})
+            plan["actions"].append(
+                {"action_id": "A9", "type": "promote", "params": {"environment": "production"}}
+            )
             return plan
         raise ValueError(f"unknown proposer behaviour {behaviour}")
 
 
-PROPOSER_BEHAVIOURS = ("valid", "transport_error", "throttled", "timeout", "crash", "unknown_code",
-                       "invalid_schema", "not_an_object", "out_of_scope")
+PROPOSER_BEHAVIOURS = (
+    "valid",
+    "transport_error",
+    "throttled",
+    "timeout",
+    "crash",
+    "unknown_code",
+    "invalid_schema",
+    "not_an_object",
+    "out_of_scope",
+)
 
 
 # ---- the store and ids, with the faults and races a scenario may ask for ------------------------------
+
 
 @dataclass
 class Hooks:
@@ -223,8 +281,9 @@ class HarnessStore:
 
     def load(self, ref: StreamRef) -> Stream | None:
         stream = self.inner.load(ref)
-        hit = (self.incomplete == "candidate" and ref.candidate_id is not None) or \
-              (self.incomplete == "project" and ref.candidate_id is None)
+        hit = (self.incomplete == "candidate" and ref.candidate_id is not None) or (
+            self.incomplete == "project" and ref.candidate_id is None
+        )
         if stream is not None and hit:
             return dataclasses.replace(stream, complete=False, pages=PAGE_BUDGET)
         return stream
@@ -239,7 +298,9 @@ class HarnessStore:
     def find_claim(self, project: str, key: str) -> str | None:
         return self.inner.find_claim(project, key)
 
-    def list_claims(self, project: str, limit: int, cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
+    def list_claims(
+        self, project: str, limit: int, cursor: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
         return self.inner.list_claims(project, limit, cursor)
 
     def idempotency_get(self, ref: StreamRef, scope: str, key: str) -> IdempotencyRecord | None:
@@ -295,4 +356,3 @@ def build_world(proposer_script: list[str] | None) -> World:
     # The operator creates the project out of band (the CLI's path); everything after goes through the API.
     services.gate.create_project(PROJECT)
     return World(memory, store, clock, ids, hooks, services.gate, gateway, directory, proposer)
-

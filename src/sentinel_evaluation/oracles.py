@@ -10,10 +10,30 @@ from typing import Any
 from sentinel_domain.models import Actor
 
 # Body keys that claim an identity, or an authority only a credential or the service may grant.
-IDENTITY_CLAIMS = frozenset({"actor", "author", "reviewer", "principal", "principal_id", "requested_by",
-                             "created_by", "approved_by", "publisher", "reporter", "executor", "settled_by",
-                             "sponsor", "on_behalf_of", "identity", "caller", "user", "trust", "roles",
-                             "attested"})
+IDENTITY_CLAIMS = frozenset(
+    {
+        "actor",
+        "author",
+        "reviewer",
+        "principal",
+        "principal_id",
+        "requested_by",
+        "created_by",
+        "approved_by",
+        "publisher",
+        "reporter",
+        "executor",
+        "settled_by",
+        "sponsor",
+        "on_behalf_of",
+        "identity",
+        "caller",
+        "user",
+        "trust",
+        "roles",
+        "attested",
+    }
+)
 
 # Free-form documents a body may carry (OpenAPI before/after): their keys are the API's data, not claims.
 FREE_FORM = frozenset({"before", "after"})
@@ -137,25 +157,37 @@ class Shadow:
     def trust_of(self, publisher: Actor, policy_id: str | None) -> str:
         """Rule 9, recomputed: only a listed ci publisher verifies; an agent never certifies work."""
         if publisher.kind == "ci" and "publisher" in publisher.roles:
-            listed = policy_id is not None and \
-                publisher.id in self.policies[policy_id]["policy"]["trusted_publishers"]
+            listed = (
+                policy_id is not None
+                and publisher.id in self.policies[policy_id]["policy"]["trusted_publishers"]
+            )
             return "verified" if listed else "untrusted"
         return "unverified"
 
     def attests(self, actor: Actor) -> bool:
-        return actor.kind == "ci" and "publisher" in actor.roles and \
-            actor.id in self.config.get("change_context_publishers", [])
+        return (
+            actor.kind == "ci"
+            and "publisher" in actor.roles
+            and actor.id in self.config.get("change_context_publishers", [])
+        )
 
     def bound(self, e: ShadowEvidence, check: dict[str, Any], obligation_id: str) -> bool:
         """Written for this check, its policy and version, this obligation, and this exact change."""
         candidate = self.candidate or {}
         obligation = self.obligations.get(obligation_id)
         policy = self.policies.get(check["policy_ref"])
-        return (obligation is not None and policy is not None and e.check_id == check["check_id"]
-                and e.policy == check["policy_ref"] and e.policy_version == policy["version"]
-                and obligation_id in e.covers and e.subject == candidate.get("subject")
-                and e.revision == candidate.get("revision") and e.environment == candidate.get("environment")
-                and scope_covers(e.scope, obligation["scope"]))
+        return (
+            obligation is not None
+            and policy is not None
+            and e.check_id == check["check_id"]
+            and e.policy == check["policy_ref"]
+            and e.policy_version == policy["version"]
+            and obligation_id in e.covers
+            and e.subject == candidate.get("subject")
+            and e.revision == candidate.get("revision")
+            and e.environment == candidate.get("environment")
+            and scope_covers(e.scope, obligation["scope"])
+        )
 
     # ---- the side-effect oracle --------------------------------------------------------------------
 
@@ -166,7 +198,9 @@ class Shadow:
         if plan is None or item.get("plan_digest") != plan.digest:
             problems.append("its plan digest is not the current plan's")
             return problems
-        declared = next((a for a in plan.plan.get("actions", []) if a["action_id"] == item.get("action_id")), None)
+        declared = next(
+            (a for a in plan.plan.get("actions", []) if a["action_id"] == item.get("action_id")), None
+        )
         if declared is None:
             return problems + ["the current plan does not declare the action"]
         if declared["type"] != item.get("action_type"):
@@ -175,8 +209,11 @@ class Shadow:
             problems.append(f"type {declared['type']} is not allow-listed")
         if item.get("params") != declared["params"]:
             problems.append("the params differ from the declared ones")
-        done = [e for e in self.executions
-                if e["plan_digest"] == plan.digest and e["action_id"] == declared["action_id"]]
+        done = [
+            e
+            for e in self.executions
+            if e["plan_digest"] == plan.digest and e["action_id"] == declared["action_id"]
+        ]
         if len(done) >= declared.get("max_executions", 1):
             problems.append(f"max_executions {declared.get('max_executions', 1)} was reached")
         problems.extend(self.approval_problems(plan.digest, now))
@@ -187,9 +224,15 @@ class Shadow:
         if any(r["decision"] == "reject" for r in current):
             return ["the digest was rejected"]
         excluded = self.excluded_approvers(digest)
-        valid = {r["reviewer"].id for r in current if r["decision"] == "approve" and now < r["expires_at"]
-                 and r["reviewer"].kind == "human" and "reviewer" in r["reviewer"].roles
-                 and r["reviewer"].id not in excluded}
+        valid = {
+            r["reviewer"].id
+            for r in current
+            if r["decision"] == "approve"
+            and now < r["expires_at"]
+            and r["reviewer"].kind == "human"
+            and "reviewer" in r["reviewer"].roles
+            and r["reviewer"].id not in excluded
+        }
         needed = int(self.config.get("approvals_required", 1))
         if len(valid) < needed:
             return [f"{len(valid)} valid approval(s) of the digest; {needed} needed"]
@@ -227,12 +270,20 @@ class Shadow:
         by_pair: dict[tuple[Any, Any], set[str]] = {}
         for f in findings:
             by_pair.setdefault((f.get("obligation_id"), f.get("check_id")), set()).add(f["code"])
-        problems = [f"{c}/{o}: both {NEGATIVE} and {UNKNOWN}" for (o, c), codes in sorted(
-            by_pair.items(), key=lambda kv: (str(kv[0][1]), str(kv[0][0]))) if {NEGATIVE, UNKNOWN} <= codes]
+        problems = [
+            f"{c}/{o}: both {NEGATIVE} and {UNKNOWN}"
+            for (o, c), codes in sorted(by_pair.items(), key=lambda kv: (str(kv[0][1]), str(kv[0][0])))
+            if {NEGATIVE, UNKNOWN} <= codes
+        ]
         for _task, check in self.checks():
             for obligation_id in check.get("covers", []):
-                deciding = [e for e in self.evidence if self.bound(e, check, obligation_id)
-                            and e.trust == "verified" and e.publisher not in self.compromised]
+                deciding = [
+                    e
+                    for e in self.evidence
+                    if self.bound(e, check, obligation_id)
+                    and e.trust == "verified"
+                    and e.publisher not in self.compromised
+                ]
                 if not deciding:
                     continue
                 newest = max(deciding, key=lambda e: (e.observed_at, e.recorded_at, e.arrival))
@@ -240,10 +291,13 @@ class Shadow:
                 want = {"fail": NEGATIVE, "unknown": UNKNOWN}.get(newest.outcome)
                 other = {NEGATIVE: UNKNOWN, UNKNOWN: NEGATIVE}.get(want or "")
                 if want and (want not in codes or other in codes):
-                    problems.append(f"{check['check_id']}/{obligation_id}: newest bound evidence "
-                                    f"{newest.evidence_id} is {newest.outcome}, findings {sorted(codes)}")
+                    problems.append(
+                        f"{check['check_id']}/{obligation_id}: newest bound evidence "
+                        f"{newest.evidence_id} is {newest.outcome}, findings {sorted(codes)}"
+                    )
                 if newest.outcome == "pass" and codes & {NEGATIVE, UNKNOWN}:
-                    problems.append(f"{check['check_id']}/{obligation_id}: newest bound evidence passed, "
-                                    f"findings {sorted(codes)}")
+                    problems.append(
+                        f"{check['check_id']}/{obligation_id}: newest bound evidence passed, "
+                        f"findings {sorted(codes)}"
+                    )
         return problems
-

@@ -133,9 +133,13 @@ class RequestBuilder:
     def default_tasks(self) -> list[dict[str, Any]]:
         """One task per obligation, in (scope, policy) order: the shape of the fallback plan."""
         ordered = sorted(self.shadow.obligations.values(), key=lambda o: (o["scope"], o["policy_id"]))
-        return [{"task_id": f"T{n}", "checks": [{"check_id": f"C{n}", "policy_ref": o["policy_id"],
-                                                 "covers": [o["scope"]]}]}
-                for n, o in enumerate(ordered, 1)]
+        return [
+            {
+                "task_id": f"T{n}",
+                "checks": [{"check_id": f"C{n}", "policy_ref": o["policy_id"], "covers": [o["scope"]]}],
+            }
+            for n, o in enumerate(ordered, 1)
+        ]
 
     def tasks(self, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """API-shaped tasks whose covers name scopes; commands and exit codes default to the policy's."""
@@ -149,10 +153,15 @@ class RequestBuilder:
                 policy_id = check["policy_ref"]
                 check["covers"] = [self.obligation_ref(r, policy_id) for r in raw.get("covers", [])]
                 policy = self.shadow.policies.get(policy_id, {}).get("policy")
-                scopes = [self.shadow.obligations[o]["scope"] for o in check["covers"]
-                          if o in self.shadow.obligations]
+                scopes = [
+                    self.shadow.obligations[o]["scope"]
+                    for o in check["covers"]
+                    if o in self.shadow.obligations
+                ]
                 if policy is not None:
-                    check.setdefault("command", fill_template(policy["command"], scopes[0] if scopes else "."))
+                    check.setdefault(
+                        "command", fill_template(policy["command"], scopes[0] if scopes else ".")
+                    )
                     check.setdefault("expected_exit_code", policy["expected_exit_code"])
                 else:
                     check.setdefault("command", "true")
@@ -176,9 +185,12 @@ class RequestBuilder:
 
     def _create(self, step: dict[str, Any], as_: str | None) -> Request:
         body: dict[str, Any] = {
-            "subject": step.get("subject", SUBJECT), "base_revision": step.get("base_revision", BASE_REVISION),
-            "revision": step.get("revision", REVISION), "environment": step.get("environment", ENVIRONMENT),
-            "change": {"files": list(step.get("files", DEFAULT_FILES))}}
+            "subject": step.get("subject", SUBJECT),
+            "base_revision": step.get("base_revision", BASE_REVISION),
+            "revision": step.get("revision", REVISION),
+            "environment": step.get("environment", ENVIRONMENT),
+            "change": {"files": list(step.get("files", DEFAULT_FILES))},
+        }
         if "openapi" in step:
             body["change"]["openapi"] = step["openapi"]
         return Request("POST", f"{P}/candidates", as_ or "requester", body)
@@ -195,7 +207,9 @@ class RequestBuilder:
 
     def _propose(self, step: dict[str, Any], as_: str | None) -> Request:
         current = self.shadow.plan.digest if self.shadow.plan else None
-        return Request("POST", f"{self.cpath}/proposals", as_ or "requester", None, self.if_match(step, current))
+        return Request(
+            "POST", f"{self.cpath}/proposals", as_ or "requester", None, self.if_match(step, current)
+        )
 
     def _plan(self, step: dict[str, Any], as_: str | None) -> Request:
         if "raw" in step:
@@ -212,8 +226,11 @@ class RequestBuilder:
         return Request("PUT", f"{self.cpath}/plan", as_ or "requester", body, self.if_match(step, current))
 
     def _review(self, step: dict[str, Any], as_: str | None, decision: str) -> Request:
-        body = {"decision": decision, "plan_digest": self.digest(step.get("digest")),
-                "revision": self.revision(step.get("revision"))}
+        body = {
+            "decision": decision,
+            "plan_digest": self.digest(step.get("digest")),
+            "revision": self.revision(step.get("revision")),
+        }
         if "comment" in step:
             body["comment"] = step["comment"]
         return Request("POST", f"{self.cpath}/reviews", as_ or "reviewer", body)
@@ -234,23 +251,33 @@ class RequestBuilder:
         params = step["params"] if "params" in step else (declared["params"] if declared else {})
         # Executions need a key: absent means one named after the step; `key: null` means none at all.
         headers = {} if "key" in step else {"idempotency-key": f"exec-{self.n}"}
-        return Request("POST", f"{self.cpath}/actions/{action}/executions", as_ or "requester",
-                       {"plan_digest": self.digest(step.get("digest")), "params": params}, headers)
+        return Request(
+            "POST",
+            f"{self.cpath}/actions/{action}/executions",
+            as_ or "requester",
+            {"plan_digest": self.digest(step.get("digest")), "params": params},
+            headers,
+        )
 
     def _evidence(self, step: dict[str, Any], as_: str | None) -> Request:
         check_id = step.get("check", "C1")
         check = self.shadow.check(check_id)
-        covered = [self.shadow.obligations[o]["scope"] for o in (check or {}).get("covers", [])
-                   if o in self.shadow.obligations]
+        covered = [
+            self.shadow.obligations[o]["scope"]
+            for o in (check or {}).get("covers", [])
+            if o in self.shadow.obligations
+        ]
         owed = sorted({o["scope"] for o in self.shadow.obligations.values()})
         candidate = self.shadow.candidate or {}
         body: dict[str, Any] = {
-            "check_id": check_id, "subject": step.get("subject", candidate.get("subject", SUBJECT)),
+            "check_id": check_id,
+            "subject": step.get("subject", candidate.get("subject", SUBJECT)),
             "revision": self.revision(step.get("revision")),
             "environment": step.get("environment", candidate.get("environment", ENVIRONMENT)),
             "scope": list(step.get("scope") or covered or owed or ["payments-api"]),
             "observed_at": self.instant(step.get("observed", -60)),
-            "source": {"system": "ci", "run_id": "run-1", "url": ""}}
+            "source": {"system": "ci", "run_id": "run-1", "url": ""},
+        }
         if "result" in step:
             body["result"] = step["result"]
         if "junit" in step or "result" not in step:
@@ -260,8 +287,11 @@ class RequestBuilder:
 
     def _report(self, step: dict[str, Any], as_: str | None) -> Request:
         task = step.get("task", "T1")
-        body = {"plan_digest": self.digest(step.get("digest")), "status": step.get("status", "completed"),
-                "checks": self.claims(task, step.get("claims"))}
+        body = {
+            "plan_digest": self.digest(step.get("digest")),
+            "status": step.get("status", "completed"),
+            "checks": self.claims(task, step.get("claims")),
+        }
         for name in ("blocked_reason", "summary"):
             if name in step:
                 body[name] = step[name]
@@ -288,7 +318,9 @@ class RequestBuilder:
 
     def _settle(self, step: dict[str, Any], as_: str | None) -> Request:
         body = {"plan_digest": self.digest(step.get("digest")), "note": step.get("note", "reconciled")}
-        return Request("POST", f"{self.cpath}/tasks/{step.get('task', 'T1')}/settlement", as_ or "reviewer", body)
+        return Request(
+            "POST", f"{self.cpath}/tasks/{step.get('task', 'T1')}/settlement", as_ or "reviewer", body
+        )
 
     def _decide(self, step: dict[str, Any], as_: str | None) -> Request:
         query = {"as_of": self.instant(step["as_of"])} if "as_of" in step else None
@@ -311,19 +343,32 @@ class RequestBuilder:
         wanted = step.get("if_match", "auto")
         version = self.shadow.config_version if wanted == "auto" else wanted
         headers = {} if wanted == "none" else {"if-match": f'"{version}"'}
-        return Request("PUT", f"{P}/config", as_ or "admin", dict(self.shadow.config, **step.get("set", {})),
-                       headers)
+        return Request(
+            "PUT", f"{P}/config", as_ or "admin", dict(self.shadow.config, **step.get("set", {})), headers
+        )
 
     def _call(self, step: dict[str, Any], as_: str | None) -> Request:
         """Any route: `{candidate}`, `{digest}`, `{revision}` are filled; a relative path is the candidate's."""
+
         def fill(text: str) -> str:
-            return text.replace("{candidate}", self.cid).replace("{project}", PROJECT) \
-                .replace("{digest}", self.digest("current")).replace("{revision}", self.revision("candidate"))
+            return (
+                text.replace("{candidate}", self.cid)
+                .replace("{project}", PROJECT)
+                .replace("{digest}", self.digest("current"))
+                .replace("{revision}", self.revision("candidate"))
+            )
+
         path = fill(str(step["path"]))
         if not path.startswith("/"):
             path = f"{self.cpath}/{path}" if path else self.cpath
         body = step.get("body")
         if body is not None:
             body = json.loads(fill(json.dumps(body)))
-        return Request(step.get("method", "GET"), path, as_ or "requester", body, query=step.get("query"),
-                       authorization=step.get("token"))
+        return Request(
+            step.get("method", "GET"),
+            path,
+            as_ or "requester",
+            body,
+            query=step.get("query"),
+            authorization=step.get("token"),
+        )

@@ -19,20 +19,60 @@ from .oracles import Shadow, ShadowEvidence, ShadowPlan, identity_claims, route_
 from .requests import P, Request, RequestBuilder, Response
 
 # What the harness expects the gate to make of each named JUnit body (DOMAIN.md rule 8).
-JUNIT_OUTCOME = {"pass": "pass", "fail": "fail", "error": "fail", "skipped": "unknown", "empty": "unknown",
-                 "flaky": "pass", "suite_failure": "fail"}
+JUNIT_OUTCOME = {
+    "pass": "pass",
+    "fail": "fail",
+    "error": "fail",
+    "skipped": "unknown",
+    "empty": "unknown",
+    "flaky": "pass",
+    "suite_failure": "fail",
+}
 # What the gate must record for each misbehaviour of the scripted model (DOMAIN.md rule 23). Kept in step
 # with sentinel_domain.proposals.FALLBACK_REASONS (issue 4's table of fallback reasons).
-FALLBACK_REASON = {"transport_error": "MODEL_TRANSPORT_ERROR", "throttled": "MODEL_THROTTLED",
-                   "timeout": "MODEL_TIMEOUT", "crash": "MODEL_ERROR", "unknown_code": "MODEL_ERROR",
-                   "invalid_schema": "MODEL_OUTPUT_INVALID", "not_an_object": "MODEL_OUTPUT_MALFORMED",
-                   "out_of_scope": "MODEL_OUTPUT_OUT_OF_SCOPE"}
+FALLBACK_REASON = {
+    "transport_error": "MODEL_TRANSPORT_ERROR",
+    "throttled": "MODEL_THROTTLED",
+    "timeout": "MODEL_TIMEOUT",
+    "crash": "MODEL_ERROR",
+    "unknown_code": "MODEL_ERROR",
+    "invalid_schema": "MODEL_OUTPUT_INVALID",
+    "not_an_object": "MODEL_OUTPUT_MALFORMED",
+    "out_of_scope": "MODEL_OUTPUT_OUT_OF_SCOPE",
+}
 # The fields of a response an observation keeps: stable ids, digests and verdicts, never free text (a
 # reworded detail is not a behaviour change).
-KEPT = ("candidate_id", "seq", "plan_version", "plan_digest", "mode", "fallback_reason", "review_id", "decision",
-        "expires_at", "execution_id", "action_id", "evidence_id", "outcome", "trust", "attempt",
-        "recorded_status", "passes", "facts_digest", "as_of", "as_of_source", "change_context", "version",
-        "settled", "recorded", "raw_sha256", "counts", "status", "code", "scope")
+KEPT = (
+    "candidate_id",
+    "seq",
+    "plan_version",
+    "plan_digest",
+    "mode",
+    "fallback_reason",
+    "review_id",
+    "decision",
+    "expires_at",
+    "execution_id",
+    "action_id",
+    "evidence_id",
+    "outcome",
+    "trust",
+    "attempt",
+    "recorded_status",
+    "passes",
+    "facts_digest",
+    "as_of",
+    "as_of_source",
+    "change_context",
+    "version",
+    "settled",
+    "recorded",
+    "raw_sha256",
+    "counts",
+    "status",
+    "code",
+    "scope",
+)
 
 
 @dataclass
@@ -50,8 +90,15 @@ class RunResult:
 
     @property
     def passed(self) -> bool:
-        return not (self.failures or self.false_ready or self.unauthorized_side_effects or self.wrong_binding
-                    or self.identity_boundary or self.outcome_mixups or self.fallback_problems)
+        return not (
+            self.failures
+            or self.false_ready
+            or self.unauthorized_side_effects
+            or self.wrong_binding
+            or self.identity_boundary
+            or self.outcome_mixups
+            or self.fallback_problems
+        )
 
 
 def _snapshot(world: World) -> tuple[Any, ...]:
@@ -66,8 +113,9 @@ def _summary(body: Any) -> dict[str, Any]:
     if isinstance(body.get("findings"), list):
         out["findings"] = sorted({f.get("code", "") for f in body["findings"] if isinstance(f, dict)})
     if isinstance(body.get("binding"), dict):
-        out["binding"] = {k: body["binding"].get(k)
-                          for k in ("obligation_ids", "policy_id", "policy_version", "mismatches")}
+        out["binding"] = {
+            k: body["binding"].get(k) for k in ("obligation_ids", "policy_id", "policy_version", "mismatches")
+        }
     for name in ("obligations", "added_obligations"):
         if isinstance(body.get(name), list):
             out[name] = [o.get("obligation_id") for o in body[name] if isinstance(o, dict)]
@@ -87,8 +135,9 @@ class Run:
         self.scenario = scenario
         config = dict(CONFIG, **scenario.fixture.config)
         policies = {pid: dict(p, **scenario.fixture.policies.get(pid, {})) for pid, p in POLICIES.items()}
-        self.shadow = Shadow(config=config,
-                             policies={pid: {"version": 1, "policy": p} for pid, p in policies.items()})
+        self.shadow = Shadow(
+            config=config, policies={pid: {"version": 1, "policy": p} for pid, p in policies.items()}
+        )
         self.world = build_world(scenario.fixture.proposer)
         self.labels: dict[str, str] = {}
         self.requests = RequestBuilder(self.shadow, self.world.clock.now, self.labels)
@@ -121,8 +170,9 @@ class Run:
         elif request.as_name is not None:
             headers["authorization"] = f"Bearer {token(request.as_name)}"
         data = json.dumps(request.body) if request.body is not None else None
-        status, out_headers, raw = self.world.gateway.invoke(request.method, request.path, headers, data,
-                                                             request.query)
+        status, out_headers, raw = self.world.gateway.invoke(
+            request.method, request.path, headers, data, request.query
+        )
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -149,11 +199,22 @@ class Run:
         proposer_calls = self.world.proposer.calls if self.world.proposer else 0
         response = self.send(request)
         after = _snapshot(self.world)
-        self.trace.append({"n": self.n, "do": verb, "as": request.as_name, "status": response.status,
-                           "code": response.code, "replayed": response.replayed, "out": _summary(response.body)})
+        self.trace.append(
+            {
+                "n": self.n,
+                "do": verb,
+                "as": request.as_name,
+                "status": response.status,
+                "code": response.code,
+                "replayed": response.replayed,
+                "out": _summary(response.body),
+            }
+        )
         if "idempotency-key" in request.headers:
             outcome = "replayed" if response.replayed else ("accepted" if response.ok else response.code)
-            self.idempotency.append({"step": self.n, "key": request.headers["idempotency-key"], "outcome": outcome})
+            self.idempotency.append(
+                {"step": self.n, "key": request.headers["idempotency-key"], "outcome": outcome}
+            )
 
         self.judge_identity(request, caller, response)
         self.judge_side_effects(verb, response, outbox_before)
@@ -191,8 +252,10 @@ class Run:
         if refusal is not None:
             status = want.get("status") or REFUSAL_STATUS.get(refusal)
             if response.ok or code != refusal or (status and got != status):
-                self.fail(f"{verb}: expected refusal {refusal}{f' ({status})' if status else ''}, got {got} "
-                          f"{code or ''}".rstrip())
+                self.fail(
+                    f"{verb}: expected refusal {refusal}{f' ({status})' if status else ''}, got {got} "
+                    f"{code or ''}".rstrip()
+                )
         elif "status" in want and got != want["status"]:
             self.fail(f"{verb}: expected HTTP {want['status']}, got {got} {code or ''}".rstrip())
         elif "status" not in want and not response.ok:
@@ -210,7 +273,9 @@ class Run:
             if every != sorted(want["preflight"]):
                 self.fail(f"{verb}: expected preflight findings {sorted(want['preflight'])}, got {every}")
 
-    def check_outcome(self, verb: str, want: dict[str, Any], body: dict[str, Any], response: Response) -> None:
+    def check_outcome(
+        self, verb: str, want: dict[str, Any], body: dict[str, Any], response: Response
+    ) -> None:
         """Everything else the step names: replay, binding mismatches, counts, clock, candidate, fields."""
         if "replayed" in want and response.replayed != want["replayed"]:
             self.fail(f"{verb}: expected replayed={want['replayed']}, got {response.replayed}")
@@ -227,8 +292,17 @@ class Run:
             self.fail(f"{verb}: expected the service clock's instant {self.now}, got {body.get('as_of')}")
         if want.get("existing_candidate") and body.get("candidate_id") != self.requests.cid:
             self.fail(f"{verb}: expected the existing candidate's id, got {body.get('candidate_id')!r}")
-        for name in ("mode", "fallback_reason", "outcome", "trust", "recorded_status", "passes", "attempt",
-                     "as_of_source", "change_context"):
+        for name in (
+            "mode",
+            "fallback_reason",
+            "outcome",
+            "trust",
+            "recorded_status",
+            "passes",
+            "attempt",
+            "as_of_source",
+            "change_context",
+        ):
             if name in want and body.get(name) != want[name]:
                 self.fail(f"{verb}: expected {name} {want[name]!r}, got {body.get(name)!r}")
 
@@ -237,8 +311,9 @@ class Run:
         expects_ready = want.get("decision") == "ready" or want.get("findings") == []
         judged = bool({"decision", "findings", "refusal", "status"} & set(want))
         if verb in ("decide", "record") and body.get("decision") == "ready" and judged and not expects_ready:
-            self.result.false_ready.append(f"{self.where}: ready where {want.get('refusal') or 'hold'} was "
-                                           "expected")
+            self.result.false_ready.append(
+                f"{self.where}: ready where {want.get('refusal') or 'hold'} was expected"
+            )
 
     # ---- the oracles after every request -------------------------------------------------------------
 
@@ -261,18 +336,21 @@ class Run:
         if not (verb == "execute" and response.status == 201 and not response.replayed):
             self.result.unauthorized_side_effects.extend(
                 f"{self.where}: outbox item {item.get('outbox_id')} from a request that executed nothing"
-                for item in new)
+                for item in new
+            )
             return
         if len(new) > 1:
-            self.result.unauthorized_side_effects.append(f"{self.where}: {len(new)} outbox items from one "
-                                                         "execution")
+            self.result.unauthorized_side_effects.append(
+                f"{self.where}: {len(new)} outbox items from one execution"
+            )
         for item in new:
             problems = self.shadow.execution_problems(item, self.now)
             if item.get("execution_id") != _body(response).get("execution_id"):
                 problems.append("it names another execution than the one accepted")
             if problems:
                 self.result.unauthorized_side_effects.append(
-                    f"{self.where}: outbox item {item.get('outbox_id')}: {'; '.join(problems)}")
+                    f"{self.where}: outbox item {item.get('outbox_id')}: {'; '.join(problems)}"
+                )
 
     def judge_decision(self, body: dict[str, Any], what_if: bool) -> None:
         findings = [f for f in body.get("findings", []) if isinstance(f, dict)]
@@ -283,48 +361,74 @@ class Run:
         if "STATE_TAMPERED" in codes:
             return  # the gate read facts the harness never wrote, and held: nothing was decided on them
         for pair in self.shadow.satisfied_without_binding(findings):
-            self.result.wrong_binding.append(f"{self.where}: {pair} counted as proved without evidence bound "
-                                             "to it")
+            self.result.wrong_binding.append(
+                f"{self.where}: {pair} counted as proved without evidence bound to it"
+            )
         for problem in self.shadow.outcome_problems(findings):
             self.result.outcome_mixups.append(f"{self.where}: {problem}")
 
     # ---- what an accepted request adds to the shadow -------------------------------------------------
 
-    def apply(self, verb: str, step: dict[str, Any], request: Request, caller: Actor | None, response: Response,
-              proposer_calls: int) -> None:
+    def apply(
+        self,
+        verb: str,
+        step: dict[str, Any],
+        request: Request,
+        caller: Actor | None,
+        response: Response,
+        proposer_calls: int,
+    ) -> None:
         body, shadow = _body(response), self.shadow
         if verb == "create" and shadow.candidate is None:
-            shadow.candidate = {"candidate_id": body["candidate_id"], "subject": request.body["subject"],
-                                "revision": request.body["revision"].lower(),
-                                "environment": request.body["environment"],
-                                "files": list(request.body["change"]["files"])}
+            shadow.candidate = {
+                "candidate_id": body["candidate_id"],
+                "subject": request.body["subject"],
+                "revision": request.body["revision"].lower(),
+                "environment": request.body["environment"],
+                "files": list(request.body["change"]["files"]),
+            }
             shadow.created_by = caller
             self.absorb_context(body, caller)
         elif verb in ("context", "attest"):
             self.absorb_context(body, caller)
         elif verb in ("propose", "plan"):
             assert caller is not None
-            shadow.plans.append(ShadowPlan(body["plan_digest"], body["plan"], caller, body.get("mode", "submitted")))
+            shadow.plans.append(
+                ShadowPlan(body["plan_digest"], body["plan"], caller, body.get("mode", "submitted"))
+            )
             if verb == "propose":
                 self.judge_proposal(body, proposer_calls)
         elif verb in ("approve", "reject"):
-            shadow.reviews.append({"reviewer": caller, "decision": verb, "plan_digest": body["plan_digest"],
-                                   "expires_at": body["expires_at"]})
+            shadow.reviews.append(
+                {
+                    "reviewer": caller,
+                    "decision": verb,
+                    "plan_digest": body["plan_digest"],
+                    "expires_at": body["expires_at"],
+                }
+            )
             if verb == "approve":
                 self.approval_accepted = True
                 if caller is not None and caller.id in shadow.excluded_approvers(body["plan_digest"]):
-                    self.result.identity_boundary.append(f"{self.where}: {caller.id} approved a plan it created, "
-                                                         "authored or sponsors")
+                    self.result.identity_boundary.append(
+                        f"{self.where}: {caller.id} approved a plan it created, authored or sponsors"
+                    )
         elif verb == "execute":
             self.executed = True
-            shadow.executions.append({"execution_id": body["execution_id"], "action_id": body["action_id"],
-                                      "plan_digest": body["plan_digest"]})
+            shadow.executions.append(
+                {
+                    "execution_id": body["execution_id"],
+                    "action_id": body["action_id"],
+                    "plan_digest": body["plan_digest"],
+                }
+            )
         elif verb == "evidence":
             self.absorb_evidence(step, request, caller, body)
         elif verb == "report" and body.get("passes"):
             for pair in shadow.report_without_binding(step.get("task", "T1")):
-                self.result.wrong_binding.append(f"{self.where}: the report writer passed {pair} without "
-                                                 "evidence bound to it")
+                self.result.wrong_binding.append(
+                    f"{self.where}: the report writer passed {pair} without evidence bound to it"
+                )
         elif verb in ("decide", "record"):
             self.judge_decision(body, verb == "decide" and "as_of" in step)
         elif verb == "policy":
@@ -343,38 +447,54 @@ class Run:
             shadow.obligations.setdefault(oid, {"policy_id": o["policy_id"], "scope": o["scope"]})
         attests = caller is not None and shadow.attests(caller)
         if body.get("change_context") == "attested" and not attests and not shadow.attested:
-            self.result.identity_boundary.append(f"{self.where}: change context attested by "
-                                                 f"{caller.id if caller else 'nobody'}, not a listed ci publisher")
+            self.result.identity_boundary.append(
+                f"{self.where}: change context attested by "
+                f"{caller.id if caller else 'nobody'}, not a listed ci publisher"
+            )
         shadow.attested = shadow.attested or attests
 
-    def absorb_evidence(self, step: dict[str, Any], request: Request, caller: Actor | None,
-                        body: dict[str, Any]) -> None:
+    def absorb_evidence(
+        self, step: dict[str, Any], request: Request, caller: Actor | None, body: dict[str, Any]
+    ) -> None:
         shadow, sent = self.shadow, request.body
         check = shadow.check(sent["check_id"])
         policy_id = check["policy_ref"] if check else None
         trust = shadow.trust_of(caller, policy_id) if caller else "unverified"
         if body.get("trust") == "verified" and trust != "verified":
-            self.result.identity_boundary.append(f"{self.where}: evidence from {caller.id if caller else 'nobody'} "
-                                                 "was recorded verified")
+            self.result.identity_boundary.append(
+                f"{self.where}: evidence from {caller.id if caller else 'nobody'} was recorded verified"
+            )
         elif body.get("trust") != trust:
             self.fail(f"evidence trust {body.get('trust')!r}, the harness expected {trust!r}")
         outcome = self.expected_outcome(step, sent, policy_id)
         if outcome is not None and body.get("outcome") != outcome:
-            self.result.outcome_mixups.append(f"{self.where}: evidence judged {body.get('outcome')!r}, the harness "
-                                              f"expected {outcome!r}")
+            self.result.outcome_mixups.append(
+                f"{self.where}: evidence judged {body.get('outcome')!r}, the harness expected {outcome!r}"
+            )
         evidence = ShadowEvidence(
-            evidence_id=body["evidence_id"], check_id=sent["check_id"], subject=sent["subject"],
-            revision=sent["revision"].lower(), environment=sent["environment"], scope=list(sent["scope"]),
-            policy=policy_id, policy_version=shadow.policies[policy_id]["version"] if policy_id else None,
+            evidence_id=body["evidence_id"],
+            check_id=sent["check_id"],
+            subject=sent["subject"],
+            revision=sent["revision"].lower(),
+            environment=sent["environment"],
+            scope=list(sent["scope"]),
+            policy=policy_id,
+            policy_version=shadow.policies[policy_id]["version"] if policy_id else None,
             covers=frozenset(check["covers"]) if check else frozenset(),
-            outcome=outcome or str(body.get("outcome")), trust=trust,
-            observed_at=format_time(parse_time(sent["observed_at"])), recorded_at=self.now,
-            arrival=len(shadow.evidence), publisher=caller.id if caller else "")
+            outcome=outcome or str(body.get("outcome")),
+            trust=trust,
+            observed_at=format_time(parse_time(sent["observed_at"])),
+            recorded_at=self.now,
+            arrival=len(shadow.evidence),
+            publisher=caller.id if caller else "",
+        )
         shadow.evidence.append(evidence)
         if "label" in step:
             self.labels[str(step["label"])] = evidence.evidence_id
 
-    def expected_outcome(self, step: dict[str, Any], sent: dict[str, Any], policy_id: str | None) -> str | None:
+    def expected_outcome(
+        self, step: dict[str, Any], sent: dict[str, Any], policy_id: str | None
+    ) -> str | None:
         """Rule 8, recomputed where the harness knows the answer: a named JUnit body, or an exit code."""
         if "junit_xml" in sent:
             return JUNIT_OUTCOME.get(step.get("junit", "pass"))
@@ -391,28 +511,43 @@ class Run:
         behaviour = None
         if proposer is not None and proposer.calls > calls_before:
             behaviour = proposer.script[min(calls_before, len(proposer.script) - 1)]
-        expected = ("model", None) if behaviour == "valid" else \
-            ("fallback", FALLBACK_REASON.get(behaviour or "", "MODEL_NOT_CONFIGURED"))
+        expected = (
+            ("model", None)
+            if behaviour == "valid"
+            else ("fallback", FALLBACK_REASON.get(behaviour or "", "MODEL_NOT_CONFIGURED"))
+        )
         got = (body.get("mode"), body.get("fallback_reason"))
         self.modes.append({"step": self.n, "mode": got[0], "fallback_reason": got[1]})
         if got != expected:
-            self.result.fallback_problems.append(f"{self.where}: model behaviour {behaviour or 'none'} gave "
-                                                 f"{got[0]} ({got[1]}); expected {expected[0]} ({expected[1]})")
+            self.result.fallback_problems.append(
+                f"{self.where}: model behaviour {behaviour or 'none'} gave "
+                f"{got[0]} ({got[1]}); expected {expected[0]} ({expected[1]})"
+            )
         if got[0] == "fallback":
             plan = body.get("plan") or {}
             if plan.get("actions"):
                 self.result.fallback_problems.append(f"{self.where}: the fallback plan declares actions")
-            covered = {o for t in plan.get("tasks", []) for c in t["checks"] for o in c.get("covers", [])
-                       if self.shadow.obligations.get(o, {}).get("policy_id") == c["policy_ref"]}
+            covered = {
+                o
+                for t in plan.get("tasks", [])
+                for c in t["checks"]
+                for o in c.get("covers", [])
+                if self.shadow.obligations.get(o, {}).get("policy_id") == c["policy_ref"]
+            }
             if covered != set(self.shadow.obligations):
-                self.result.fallback_problems.append(f"{self.where}: the fallback plan does not cover every "
-                                                     "obligation with its own policy's check")
+                self.result.fallback_problems.append(
+                    f"{self.where}: the fallback plan does not cover every "
+                    "obligation with its own policy's check"
+                )
 
     # ---- out-of-band steps ---------------------------------------------------------------------------
 
     def out_of_band(self, verb: str, step: dict[str, Any]) -> None:
-        entry: dict[str, Any] = {"n": self.n, "do": verb,
-                                 **{k: v for k, v in step.items() if k not in ("do", "note")}}
+        entry: dict[str, Any] = {
+            "n": self.n,
+            "do": verb,
+            **{k: v for k, v in step.items() if k not in ("do", "note")},
+        }
         world = self.world
         if verb == "advance":
             world.clock.advance(int(step["seconds"]))
@@ -440,7 +575,9 @@ class Run:
             self.fail("tamper: no such chain")
             return 0
         if "remove_event" in step:
-            position = next((i for i, e in enumerate(stream.events) if e["type"] == step["remove_event"]), None)
+            position = next(
+                (i for i, e in enumerate(stream.events) if e["type"] == step["remove_event"]), None
+            )
             if position is None:
                 self.fail(f"tamper: no {step['remove_event']} event to remove")
                 return 0
@@ -459,6 +596,7 @@ class Run:
     def arm_race(self, step: dict[str, Any]) -> None:
         world, shadow = self.world, self.shadow
         if step["kind"] == "amend_before_execution_write":
+
             def amend() -> None:
                 # Another Lambda instance amends the plan after the execution's checks, before its write.
                 plan = shadow.plan
@@ -468,6 +606,7 @@ class Run:
                 author = world.directory["requester"]
                 stored = world.gate.put_plan(PROJECT, self.requests.cid, author, amended, f'"{plan.digest}"')
                 shadow.plans.append(ShadowPlan(stored.plan_digest, stored.plan, author, "submitted"))
+
             world.hooks.before_append["action.executed"] = amend
         else:
             seconds = int(step.get("seconds", 1))
@@ -495,13 +634,22 @@ class Run:
             if response.ok:
                 self.judge_decision(body, what_if=False)
             findings = [f for f in body.get("findings", []) if isinstance(f, dict)]
-            decision = {"status": response.status, "decision": body.get("decision"),
-                        "findings": sorted({f["code"] for f in findings}),
-                        "finding_keys": sorted([f["code"], f.get("obligation_id") or "", f.get("check_id") or "",
-                                                f.get("task_id") or ""] for f in findings),
-                        "plan_digest": body.get("plan_digest"), "facts_digest": body.get("facts_digest"),
-                        "as_of": body.get("as_of"), "recorded": body.get("recorded", True)}
-            response = self.send(Request("GET", f"{self.requests.cpath}/audit", "auditor", query={"limit": "500"}))
+            decision = {
+                "status": response.status,
+                "decision": body.get("decision"),
+                "findings": sorted({f["code"] for f in findings}),
+                "finding_keys": sorted(
+                    [f["code"], f.get("obligation_id") or "", f.get("check_id") or "", f.get("task_id") or ""]
+                    for f in findings
+                ),
+                "plan_digest": body.get("plan_digest"),
+                "facts_digest": body.get("facts_digest"),
+                "as_of": body.get("as_of"),
+                "recorded": body.get("recorded", True),
+            }
+            response = self.send(
+                Request("GET", f"{self.requests.cpath}/audit", "auditor", query={"limit": "500"})
+            )
             audit = _body(response).get("verification") if response.ok else {"status": response.status}
         response = self.send(Request("GET", f"{P}/audit", "admin", query={"limit": "500"}))
         project_audit = _body(response).get("verification") if response.ok else {"status": response.status}
@@ -528,12 +676,14 @@ class Run:
             "modes": self.modes,
             "idempotency": self.idempotency,
             "plan_digest": shadow.plan.digest if shadow.plan else None,
-            "trace_ids": {"candidate_id": shadow.candidate["candidate_id"] if shadow.candidate else None,
-                          "evidence_ids": [e.evidence_id for e in shadow.evidence],
-                          "execution_ids": [e["execution_id"] for e in shadow.executions],
-                          "plan_digests": [p.digest for p in shadow.plans],
-                          "head_hash": (final["audit"] or {}).get("head_hash"),
-                          "project_head_hash": (final["project_audit"] or {}).get("head_hash")},
+            "trace_ids": {
+                "candidate_id": shadow.candidate["candidate_id"] if shadow.candidate else None,
+                "evidence_ids": [e.evidence_id for e in shadow.evidence],
+                "execution_ids": [e["execution_id"] for e in shadow.executions],
+                "plan_digests": [p.digest for p in shadow.plans],
+                "head_hash": (final["audit"] or {}).get("head_hash"),
+                "project_head_hash": (final["project_audit"] or {}).get("head_hash"),
+            },
             "audit": final["audit"],
             "project_audit": final["project_audit"],
             "hooks_fired": list(self.world.hooks.fired),
@@ -551,18 +701,23 @@ class Run:
         if codes != sorted(want.findings):
             self.fail(f"final: expected findings {sorted(want.findings)}, got {codes}")
         if got == "ready" and want.decision != "ready":
-            self.result.false_ready.append(f"{self.scenario.name} final: ready where {want.decision} was expected")
+            self.result.false_ready.append(
+                f"{self.scenario.name} final: ready where {want.decision} was expected"
+            )
         outbox, executions = len(self.world.memory.outbox), len(self.shadow.executions)
         if outbox != want.side_effects:
             self.fail(f"final: expected {want.side_effects} side effect(s) in the outbox, got {outbox}")
         if outbox > executions:
-            self.result.unauthorized_side_effects.append(f"{self.scenario.name} final: {outbox} outbox items for "
-                                                         f"{executions} accepted execution(s)")
+            self.result.unauthorized_side_effects.append(
+                f"{self.scenario.name} final: {outbox} outbox items for {executions} accepted execution(s)"
+            )
         if final["audit"] is not None and bool(final["audit"].get("valid")) != want.audit_valid:
             self.fail(f"final: expected the candidate chain valid={want.audit_valid}, got {final['audit']}")
         if bool((final["project_audit"] or {}).get("valid")) != want.project_audit_valid:
-            self.fail(f"final: expected the project chain valid={want.project_audit_valid}, got "
-                      f"{final['project_audit']}")
+            self.fail(
+                f"final: expected the project chain valid={want.project_audit_valid}, got "
+                f"{final['project_audit']}"
+            )
         if want.approval_accepted is not None and self.approval_accepted != want.approval_accepted:
             self.fail(f"final: expected approval accepted={want.approval_accepted}")
         if want.executed is not None and self.executed != want.executed:

@@ -32,8 +32,12 @@ def _gateway_answer(status: int, message: str) -> tuple[int, dict[str, str], byt
 
 def _rate_limited(wait: float) -> tuple[int, dict[str, str], bytes]:
     retry = str(max(1, math.ceil(wait)))
-    body = problem_body("RATE_LIMITED", 429, "Too many requests",
-                        f"this caller is over its request rate; retry after {retry} s")
+    body = problem_body(
+        "RATE_LIMITED",
+        429,
+        "Too many requests",
+        f"this caller is over its request rate; retry after {retry} s",
+    )
     return 429, {"content-type": "application/problem+json", "Retry-After": retry}, json.dumps(body).encode()
 
 
@@ -75,8 +79,12 @@ class LocalGateway:
     handler with a payload 2.0 event. `services` is what the handlers' endpoints receive (the composition
     root's product for this runner); `authorizer` replaces the real one (tests with fake tokens)."""
 
-    def __init__(self, services: ServicesProvider, authorizer: Handler | None = None,
-                 throttle: TokenBucket | None = None) -> None:
+    def __init__(
+        self,
+        services: ServicesProvider,
+        authorizer: Handler | None = None,
+        throttle: TokenBucket | None = None,
+    ) -> None:
         self._services = services
         self._authorizer = authorizer
         self._handlers: dict[str, Handler] = {}
@@ -92,13 +100,20 @@ class LocalGateway:
             self._handlers[function] = lambda_handler(function, self._services)
         return self._handlers[function]
 
-    def invoke(self, method: str, path: str, headers: dict[str, str] | None = None, body: bytes | str | None = None,
-               query: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    def invoke(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str] | None = None,
+        body: bytes | str | None = None,
+        query: dict[str, str] | None = None,
+    ) -> tuple[int, dict[str, str], bytes]:
         route = route_for(method, path)
         if route is None:
             return _gateway_answer(404, "Not Found")
-        event = http_event(method, path, headers=headers, body=body, query=query,
-                           route_key=f"{route.method} {route.path}")
+        event = http_event(
+            method, path, headers=headers, body=body, query=query, route_key=f"{route.method} {route.path}"
+        )
         if self.throttle is not None:
             caller = hashlib.sha256(event["headers"].get("authorization", "").encode()).hexdigest()
             wait = self.throttle.take(caller)

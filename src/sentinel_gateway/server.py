@@ -25,8 +25,11 @@ def make_server(gateway: LocalGateway, host: str = "127.0.0.1", port: int = 0) -
         def _serve(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             if length > GATEWAY_MAX_BODY:
-                self._send(413, {"content-type": "application/json"},
-                           json.dumps({"message": "Request Entity Too Large"}).encode())
+                self._send(
+                    413,
+                    {"content-type": "application/json"},
+                    json.dumps({"message": "Request Entity Too Large"}).encode(),
+                )
                 self.close_connection = True
                 return
             body = self.rfile.read(length) if length else None

@@ -14,8 +14,30 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 # The retention periods CloudWatch Logs accepts (days).
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
-                      2922, 3288, 3653)
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
 # API Gateway gives up on an HTTP API integration after 30 s; the authorizer's answer may be cached for at
 # most this long, and that is the revocation window API.md promises.
 MAX_AUTHORIZER_CACHE_SECONDS = 30
@@ -94,33 +116,58 @@ class DeploymentConfig:
         return config
 
     def check(self) -> None:
-        _require(STAGE.match(self.stage), "stage", "lower-case letters, digits and '-', starting with a letter, "
-                                                   "at most 16 characters")
-        _require(not self.alarm_email or EMAIL.match(self.alarm_email), "alarmEmail", "an e-mail address or ''")
+        _require(
+            STAGE.match(self.stage),
+            "stage",
+            "lower-case letters, digits and '-', starting with a letter, at most 16 characters",
+        )
+        _require(
+            not self.alarm_email or EMAIL.match(self.alarm_email), "alarmEmail", "an e-mail address or ''"
+        )
         _require(1 <= self.monthly_budget_usd <= 100_000, "monthlyBudgetUsd", "whole US dollars, 1 to 100000")
-        _require(self.model_provider in DEPLOYABLE_MODEL_PROVIDERS, "modelProvider",
-                 " or ".join(DEPLOYABLE_MODEL_PROVIDERS) + " (an OpenAI-compatible endpoint would need its API "
-                 "key in the template)")
+        _require(
+            self.model_provider in DEPLOYABLE_MODEL_PROVIDERS,
+            "modelProvider",
+            " or ".join(DEPLOYABLE_MODEL_PROVIDERS) + " (an OpenAI-compatible endpoint would need its API "
+            "key in the template)",
+        )
         _require(MODEL_ID.match(self.model_id), "modelId", "a Bedrock model or inference profile id")
-        _require(self.model_provider == "none" or self.model_id, "modelId", "a model id when modelProvider is "
-                                                                            f"{self.model_provider}")
+        _require(
+            self.model_provider == "none" or self.model_id,
+            "modelId",
+            f"a model id when modelProvider is {self.model_provider}",
+        )
         _require(REGION.match(self.model_region), "modelRegion", "an AWS region such as us-east-1, or ''")
-        _require(1 <= self.model_budget_seconds <= MAX_MODEL_BUDGET_SECONDS, "modelBudgetSeconds",
-                 f"1 to {MAX_MODEL_BUDGET_SECONDS}")
-        _require(self.log_retention_days in LOG_RETENTION_DAYS, "logRetentionDays",
-                 "one of " + ", ".join(map(str, LOG_RETENTION_DAYS)))
-        _require(0 <= self.authorizer_cache_seconds <= MAX_AUTHORIZER_CACHE_SECONDS, "authorizerCacheSeconds",
-                 f"0 to {MAX_AUTHORIZER_CACHE_SECONDS} (the revocation window)")
+        _require(
+            1 <= self.model_budget_seconds <= MAX_MODEL_BUDGET_SECONDS,
+            "modelBudgetSeconds",
+            f"1 to {MAX_MODEL_BUDGET_SECONDS}",
+        )
+        _require(
+            self.log_retention_days in LOG_RETENTION_DAYS,
+            "logRetentionDays",
+            "one of " + ", ".join(map(str, LOG_RETENTION_DAYS)),
+        )
+        _require(
+            0 <= self.authorizer_cache_seconds <= MAX_AUTHORIZER_CACHE_SECONDS,
+            "authorizerCacheSeconds",
+            f"0 to {MAX_AUTHORIZER_CACHE_SECONDS} (the revocation window)",
+        )
         for name in ("api", "write", "proposal", "public"):
             rate, burst = getattr(self, f"{name}_rate_limit"), getattr(self, f"{name}_burst_limit")
             _require(1 <= rate <= 10_000, f"{name}RateLimit", "1 to 10000 requests per second")
             _require(rate <= burst <= 10_000, f"{name}BurstLimit", f"{name}RateLimit to 10000")
-            _require(name == "api" or (rate <= self.api_rate_limit and burst <= self.api_burst_limit),
-                     f"{name}RateLimit", "no more than the stage's apiRateLimit/apiBurstLimit")
+            _require(
+                name == "api" or (rate <= self.api_rate_limit and burst <= self.api_burst_limit),
+                f"{name}RateLimit",
+                "no more than the stage's apiRateLimit/apiBurstLimit",
+            )
         _require(1 <= self.plans_reserved_concurrency <= 1000, "plansReservedConcurrency", "1 to 1000")
         _require(self.invocation_spike_threshold >= 1, "invocationSpikeThreshold", "at least 1")
         _require(self.authorizer_denials_threshold >= 1, "authorizerDenialsThreshold", "at least 1")
-        _require(self.event_archive_retention_days >= 0, "eventArchiveRetentionDays", "0 (indefinite) or more")
+        _require(
+            self.event_archive_retention_days >= 0, "eventArchiveRetentionDays", "0 (indefinite) or more"
+        )
         _require(self.token_key_generation >= 1, "tokenKeyGeneration", "1 or more")
 
 

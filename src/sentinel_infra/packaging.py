@@ -78,6 +78,7 @@ class Package:
 
 # ---- zips ----------------------------------------------------------------------------------------------
 
+
 def source_entries(root: Path, prefix: str) -> list[tuple[str, Path]]:
     """(name in the zip, file) for every source file under `root`, named `prefix/<relative path>`."""
     entries = []
@@ -131,22 +132,36 @@ def write_zip(entries: Iterable[tuple[str, Path]], dest: Path) -> Package:
 def describe(path: Path, entries: int) -> Package:
     digest = hashlib.sha256(path.read_bytes()).digest()
     shown = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else str(path)
-    return Package(name=path.name, path=shown, sha256=digest.hex(),
-                   code_sha256=base64.b64encode(digest).decode("ascii"), bytes=path.stat().st_size,
-                   entries=entries)
+    return Package(
+        name=path.name,
+        path=shown,
+        sha256=digest.hex(),
+        code_sha256=base64.b64encode(digest).decode("ascii"),
+        bytes=path.stat().st_size,
+        entries=entries,
+    )
 
 
 # ---- the deps layer --------------------------------------------------------------------------------------
 
+
 def _pip_target_args() -> list[str]:
-    return ["--platform", runtime.PIP_PLATFORM, "--python-version", runtime.PYTHON_VERSION,
-            "--implementation", runtime.PIP_IMPLEMENTATION, "--only-binary=:all:"]
+    return [
+        "--platform",
+        runtime.PIP_PLATFORM,
+        "--python-version",
+        runtime.PYTHON_VERSION,
+        "--implementation",
+        runtime.PIP_IMPLEMENTATION,
+        "--only-binary=:all:",
+    ]
 
 
 def _pip(*args: str) -> None:
     command = [sys.executable, "-m", "pip", *args]
-    done = subprocess.run(command, capture_output=True, text=True,
-                          env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    )
     if done.returncode != 0:
         raise RuntimeError(f"pip {args[0]} failed ({done.returncode}):\n{done.stderr.strip()}")
 
@@ -175,8 +190,17 @@ def cached_wheels(lock: Path = DEPS_LOCK, cache: Path = CACHE) -> Path:
     with exclusive(cache / ".lock"):
         if not done.exists():
             shutil.rmtree(wheels, ignore_errors=True)
-            _pip("download", "--quiet", "--no-deps", "--require-hashes", "-r", str(lock), "--dest", str(wheels),
-                 *_pip_target_args())
+            _pip(
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--require-hashes",
+                "-r",
+                str(lock),
+                "--dest",
+                str(wheels),
+                *_pip_target_args(),
+            )
             done.write_text(lock_digest(lock) + "\n")
     return wheels
 
@@ -184,8 +208,21 @@ def cached_wheels(lock: Path = DEPS_LOCK, cache: Path = CACHE) -> Path:
 def install_deps(site: Path, lock: Path = DEPS_LOCK, cache: Path = CACHE) -> Path:
     """Install the locked wheels into `site` (a pip --target directory) without network or bytecode."""
     wheels = cached_wheels(lock, cache)
-    _pip("install", "--quiet", "--no-index", "--find-links", str(wheels), "--no-deps", "--require-hashes",
-         "--no-compile", "--target", str(site), "-r", str(lock), *_pip_target_args())
+    _pip(
+        "install",
+        "--quiet",
+        "--no-index",
+        "--find-links",
+        str(wheels),
+        "--no-deps",
+        "--require-hashes",
+        "--no-compile",
+        "--target",
+        str(site),
+        "-r",
+        str(lock),
+        *_pip_target_args(),
+    )
     provided = sorted(p.name for p in site.iterdir() if _normal(p.name.split("-")[0]) in PROVIDED_BY_RUNTIME)
     if provided:
         raise RuntimeError(f"the deps layer must not ship what the runtime provides: {provided}")
@@ -194,6 +231,7 @@ def install_deps(site: Path, lock: Path = DEPS_LOCK, cache: Path = CACHE) -> Pat
 
 # ---- the lock ------------------------------------------------------------------------------------------
 
+
 def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -201,8 +239,11 @@ def _normal(name: str) -> str:
 def runtime_requirements(pyproject: Path = REPO / "pyproject.toml") -> list[str]:
     """[project].dependencies minus what the runtime provides, as written in pyproject.toml."""
     dependencies = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
-    return [d for d in dependencies if _normal(re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0]) not in
-            PROVIDED_BY_RUNTIME]
+    return [
+        d
+        for d in dependencies
+        if _normal(re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0]) not in PROVIDED_BY_RUNTIME
+    ]
 
 
 def parse_lock(lock: Path = DEPS_LOCK) -> dict[str, str]:
@@ -239,22 +280,29 @@ def write_lock(lock: Path = DEPS_LOCK, pyproject: Path = REPO / "pyproject.toml"
 
 # ---- the build -------------------------------------------------------------------------------------------
 
+
 def build(out: Path = BUILD, cache: Path = CACHE, lock: Path = DEPS_LOCK) -> dict[str, Package]:
     """Build the three zips into `out` and write `out/digests.json`."""
     out.mkdir(parents=True, exist_ok=True)
     packages = {
-        "functions": write_zip(source_entries(REPO / "src" / "sentinel_service", "sentinel_service"),
-                               out / FUNCTIONS_ZIP),
-        "core_layer": write_zip(source_entries(REPO / "src" / "sentinel_domain", "python/sentinel_domain"),
-                                out / CORE_LAYER_ZIP),
+        "functions": write_zip(
+            source_entries(REPO / "src" / "sentinel_service", "sentinel_service"), out / FUNCTIONS_ZIP
+        ),
+        "core_layer": write_zip(
+            source_entries(REPO / "src" / "sentinel_domain", "python/sentinel_domain"), out / CORE_LAYER_ZIP
+        ),
     }
     with tempfile.TemporaryDirectory(prefix="deps-site-", dir=out) as site:
-        packages["deps_layer"] = write_zip(site_entries(install_deps(Path(site), lock, cache)),
-                                           out / DEPS_LAYER_ZIP)
+        packages["deps_layer"] = write_zip(
+            site_entries(install_deps(Path(site), lock, cache)), out / DEPS_LAYER_ZIP
+        )
     manifest = {
         "packages": {key: asdict(package) for key, package in packages.items()},
-        "runtime": {"python": runtime.PYTHON_VERSION, "architecture": runtime.LAMBDA_ARCHITECTURE,
-                    "pip_platform": runtime.PIP_PLATFORM},
+        "runtime": {
+            "python": runtime.PYTHON_VERSION,
+            "architecture": runtime.LAMBDA_ARCHITECTURE,
+            "pip_platform": runtime.PIP_PLATFORM,
+        },
         "deps_lock_sha256": lock_digest(lock),
         "zlib": zlib.ZLIB_RUNTIME_VERSION,
     }
@@ -282,7 +330,9 @@ def package_path(package: Package) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sentinel_infra.packaging", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m sentinel_infra.packaging", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("command", choices=["build", "lock"])
     parser.add_argument("--out", type=Path, default=BUILD, help="where the zips and digests.json go")
     args = parser.parse_args(argv)

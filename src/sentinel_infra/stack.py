@@ -24,8 +24,13 @@ from sentinel_service.http.routes import FUNCTIONS
 # table; only the authorizer reads it). Transactions need no action of their own: IAM authorises each item
 # inside a TransactWriteItems by its kind (a Put as PutItem, a ConditionCheck as ConditionCheckItem). tests/infrastructure/test_stack_iam.py derives the set the store really
 # issues from sentinel_service/adapters/dynamodb_store.py and fails when the two drift apart.
-STATE_WRITER_ACTIONS = ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem",
-                        "dynamodb:ConditionCheckItem")
+STATE_WRITER_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
+)
 STATE_PROBE_ACTIONS = ("dynamodb:Query",)  # health: one read of a partition no project can have
 PRINCIPAL_READER_ACTIONS = ("dynamodb:GetItem",)
 PLANS_FUNCTION = "plans"
@@ -34,8 +39,15 @@ INFERENCE_PROFILE_PREFIXES = ("us.", "eu.", "apac.", "jp.", "au.", "ca.", "us-go
 
 
 class SentinelStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
-                 packages: Mapping[str, Package], **kwargs: object) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: DeploymentConfig,
+        packages: Mapping[str, Package],
+        **kwargs: object,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         cdk.Tags.of(self).add("sentinel:stage", config.stage)
         retention = _retention(config.log_retention_days)
@@ -43,18 +55,23 @@ class SentinelStack(cdk.Stack):
         self.tables = Tables(self, "Tables")
         self.layers = Layers(self, "Layers", core=packages["core_layer"], deps=packages["deps_layer"])
         self.token_key = secretsmanager.Secret(
-            self, "TokenKey",
+            self,
+            "TokenKey",
             description="Sentinel: the key under which token HMACs are stored (never the tokens). Replacing it "
-                        "voids every token.",
+            "voids every token.",
             generate_secret_string=secretsmanager.SecretStringGenerator(
-                password_length=64, exclude_punctuation=True, include_space=False),
+                password_length=64, exclude_punctuation=True, include_space=False
+            ),
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
-        cdk.Validations.of(self.token_key).acknowledge(cdk.Acknowledgment(
-            id="AwsSolutions-SMG4",
-            reason="Rotating this key voids every issued token at once (only HMACs are stored, keyed by it), "
-                   "so rotation is a planned operator action with re-issued tokens (docs/deploy.md), never a "
-                   "timer. It is readable only by the authorizer and the operator."))
+        cdk.Validations.of(self.token_key).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-SMG4",
+                reason="Rotating this key voids every issued token at once (only HMACs are stored, keyed by it), "
+                "so rotation is a planned operator action with re-issued tokens (docs/deploy.md), never a "
+                "timer. It is readable only by the authorizer and the operator.",
+            )
+        )
 
         functions_zip = packages["functions"]
         code = lambda_.Code.from_asset(str(package_path(functions_zip)))
@@ -70,36 +87,71 @@ class SentinelStack(cdk.Stack):
             if name == PLANS_FUNCTION:
                 env.update(_model_env(config))
             self.functions[name] = ServiceFunction(
-                self, _title(name), name=name, code=code, layers=self.layers.all, environment=env,
-                log_retention=retention, description=f"Sentinel {name} routes",
+                self,
+                _title(name),
+                name=name,
+                code=code,
+                layers=self.layers.all,
+                environment=env,
+                log_retention=retention,
+                description=f"Sentinel {name} routes",
                 reserved_concurrency=config.plans_reserved_concurrency if name == PLANS_FUNCTION else None,
             )
             actions = STATE_PROBE_ACTIONS if name == "health" else STATE_WRITER_ACTIONS
             self.functions[name].grant(actions, [self.tables.state.table_arn])
         self.authorizer = ServiceFunction(
-            self, "Authorizer", name=names.AUTHORIZER_FUNCTION, code=code, layers=self.layers.all,
-            environment={**common_env, names.ENV_PRINCIPALS_TABLE: self.tables.principals.table_name,
-                         names.ENV_TOKEN_KEY_SECRET_ARN: self.token_key.secret_arn,
-                         names.ENV_TOKEN_KEY_GENERATION: str(config.token_key_generation)},
-            log_retention=retention, description="Sentinel token authorizer (reads principals, never writes)",
+            self,
+            "Authorizer",
+            name=names.AUTHORIZER_FUNCTION,
+            code=code,
+            layers=self.layers.all,
+            environment={
+                **common_env,
+                names.ENV_PRINCIPALS_TABLE: self.tables.principals.table_name,
+                names.ENV_TOKEN_KEY_SECRET_ARN: self.token_key.secret_arn,
+                names.ENV_TOKEN_KEY_GENERATION: str(config.token_key_generation),
+            },
+            log_retention=retention,
+            description="Sentinel token authorizer (reads principals, never writes)",
         )
         self.authorizer.grant(PRINCIPAL_READER_ACTIONS, [self.tables.principals.table_arn])
         self.authorizer.grant(["secretsmanager:GetSecretValue"], [self.token_key.secret_arn])
         if config.model_provider == "bedrock":
             self.functions[PLANS_FUNCTION].grant(["bedrock:InvokeModel"], self._model_arns(config))
 
-        self.api = Api(self, "Api", config=config, functions=self.functions, authorizer=self.authorizer,
-                       log_retention=retention)
-        self.relay = OutboxRelay(self, "OutboxRelay", stage=config.stage, table=self.tables.state,
-                                 archive_retention_days=config.event_archive_retention_days)
+        self.api = Api(
+            self,
+            "Api",
+            config=config,
+            functions=self.functions,
+            authorizer=self.authorizer,
+            log_retention=retention,
+        )
+        self.relay = OutboxRelay(
+            self,
+            "OutboxRelay",
+            stage=config.stage,
+            table=self.tables.state,
+            archive_retention_days=config.event_archive_retention_days,
+        )
         every_function = {**self.functions, names.AUTHORIZER_FUNCTION: self.authorizer}
         self.monitoring = Monitoring(
-            self, "Monitoring", config=config, functions=every_function, api=self.api,
+            self,
+            "Monitoring",
+            config=config,
+            functions=every_function,
+            api=self.api,
             tables={"state": self.tables.state, "principals": self.tables.principals},
             dead_letters=self.relay.dead_letters,
         )
-        self.budget = CostBudget(self, "Budget", stage=config.stage, monthly_limit_usd=config.monthly_budget_usd,
-                                 topic=self.monitoring.topic, email=config.alarm_email)
+        self.budget = CostBudget(
+            self,
+            "Budget",
+            stage=config.stage,
+            monthly_limit_usd=config.monthly_budget_usd,
+            topic=self.monitoring.topic,
+            email=config.alarm_email,
+        )
         self.budget.node.add_dependency(self.monitoring.topic)  # Budgets checks it may publish when created
         self._outputs(every_function, functions_zip)
 
@@ -109,19 +161,33 @@ class SentinelStack(cdk.Stack):
         if model.startswith(INFERENCE_PROFILE_PREFIXES):
             foundation = model.split(".", 1)[1]
             self._acknowledge_cross_region_model(foundation)
-            return [self.format_arn(service="bedrock", region=region, resource="inference-profile",
-                                    resource_name=model),
-                    self.format_arn(service="bedrock", region="*", account="", resource="foundation-model",
-                                    resource_name=foundation)]
-        return [self.format_arn(service="bedrock", region=region, account="", resource="foundation-model",
-                                resource_name=model)]
+            return [
+                self.format_arn(
+                    service="bedrock", region=region, resource="inference-profile", resource_name=model
+                ),
+                self.format_arn(
+                    service="bedrock",
+                    region="*",
+                    account="",
+                    resource="foundation-model",
+                    resource_name=foundation,
+                ),
+            ]
+        return [
+            self.format_arn(
+                service="bedrock", region=region, account="", resource="foundation-model", resource_name=model
+            )
+        ]
 
     def _acknowledge_cross_region_model(self, foundation: str) -> None:
-        cdk.Validations.of(self.functions[PLANS_FUNCTION].role).acknowledge(cdk.Acknowledgment(
-            id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:bedrock:*::foundation-model/{foundation}]",
-            reason="A geographic inference profile sends each call to the named foundation model in whichever "
-                   "region of its geography has capacity; the region is the only wildcard, and the model and "
-                   "the profile are named exactly."))
+        cdk.Validations.of(self.functions[PLANS_FUNCTION].role).acknowledge(
+            cdk.Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:bedrock:*::foundation-model/{foundation}]",
+                reason="A geographic inference profile sends each call to the named foundation model in whichever "
+                "region of its geography has capacity; the region is the only wildcard, and the model and "
+                "the profile are named exactly.",
+            )
+        )
 
     def _outputs(self, functions: Mapping[str, ServiceFunction], functions_zip: Package) -> None:
         def output(key: str, value: str, description: str) -> None:
@@ -129,11 +195,21 @@ class SentinelStack(cdk.Stack):
 
         output(names.OUTPUT_API_URL, self.api.url, "API base URL (without /v1): SENTINEL_URL for clients")
         output(names.OUTPUT_STATE_TABLE, self.tables.state.table_name, "SENTINEL_STATE_TABLE for the CLI")
-        output(names.OUTPUT_PRINCIPALS_TABLE, self.tables.principals.table_name,
-               "SENTINEL_PRINCIPALS_TABLE for the CLI")
-        output(names.OUTPUT_TOKEN_KEY_SECRET_ARN, self.token_key.secret_arn,
-               "SENTINEL_TOKEN_KEY_SECRET_ARN for the CLI (the token HMAC key)")
-        output(names.OUTPUT_EVENT_BUS, self.relay.bus.event_bus_name, "Bus of relayed side effects and checkpoints")
+        output(
+            names.OUTPUT_PRINCIPALS_TABLE,
+            self.tables.principals.table_name,
+            "SENTINEL_PRINCIPALS_TABLE for the CLI",
+        )
+        output(
+            names.OUTPUT_TOKEN_KEY_SECRET_ARN,
+            self.token_key.secret_arn,
+            "SENTINEL_TOKEN_KEY_SECRET_ARN for the CLI (the token HMAC key)",
+        )
+        output(
+            names.OUTPUT_EVENT_BUS,
+            self.relay.bus.event_bus_name,
+            "Bus of relayed side effects and checkpoints",
+        )
         output(names.OUTPUT_EVENT_ARCHIVE, self.relay.archive.archive_name, "Archive of the bus")
         output(names.OUTPUT_RELAY_DLQ_URL, self.relay.dead_letters.queue_url, "Relay dead-letter queue")
         output(names.OUTPUT_ALARM_TOPIC_ARN, self.monitoring.topic.topic_arn, "SNS topic of every alarm")

@@ -27,6 +27,7 @@ def fail(code: str, message: str, next_step: str = "") -> int:
 
 # ---- projects ----------------------------------------------------------------------------------------
 
+
 def cmd_projects_create(args: argparse.Namespace) -> int:
     import re
 
@@ -44,6 +45,7 @@ def cmd_projects_create(args: argparse.Namespace) -> int:
 
 
 # ---- principals --------------------------------------------------------------------------------------
+
 
 def _roles(args: argparse.Namespace) -> dict[str, list[str]]:
     projects, roles = args.project or [], args.role or []
@@ -82,6 +84,7 @@ def cmd_principals(args: argparse.Namespace) -> int:
 
 # ---- serve -------------------------------------------------------------------------------------------
 
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from sentinel_gateway.gateway import LocalGateway, TokenBucket
     from sentinel_gateway.server import make_server, serve_in_thread
@@ -103,8 +106,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     throttle = TokenBucket(args.rate, args.burst) if args.rate > 0 else None
     server = make_server(LocalGateway(lambda: services, throttle=throttle), args.host, args.port)
     host, port = server.server_address[:2]
-    banner: dict[str, Any] = {"url": f"http://{host}:{port}", "dynamodb_endpoint": endpoint,
-                              "store": "embedded" if embedded else "external", "event_log": args.event_log}
+    banner: dict[str, Any] = {
+        "url": f"http://{host}:{port}",
+        "dynamodb_endpoint": endpoint,
+        "store": "embedded" if embedded else "external",
+        "event_log": args.event_log,
+    }
     if args.seed:
         banner["seed"] = seed_demo(services.operator)
     print(json.dumps(banner), flush=True)
@@ -132,17 +139,28 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     def endpoint(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--dynamodb-endpoint", help="the store (default: real DynamoDB with your AWS credentials, "
-                        "or SENTINEL_DYNAMODB_ENDPOINT)")
+        sp.add_argument(
+            "--dynamodb-endpoint",
+            help="the store (default: real DynamoDB with your AWS credentials, "
+            "or SENTINEL_DYNAMODB_ENDPOINT)",
+        )
 
     serve = sub.add_parser("serve", help="run the local gate on 127.0.0.1")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="0 picks a free port (the first line says which)")
     serve.add_argument("--dynamodb-endpoint", help="use this store instead of the embedded one")
-    serve.add_argument("--seed", action="store_true", help="create the demo project and one principal per role")
-    serve.add_argument("--event-log", help="append relayed outbox events and checkpoints to this JSON-lines file")
-    serve.add_argument("--rate", type=float, default=100.0,
-                       help="stage throttle per caller, requests a second (0 turns it off)")
+    serve.add_argument(
+        "--seed", action="store_true", help="create the demo project and one principal per role"
+    )
+    serve.add_argument(
+        "--event-log", help="append relayed outbox events and checkpoints to this JSON-lines file"
+    )
+    serve.add_argument(
+        "--rate",
+        type=float,
+        default=100.0,
+        help="stage throttle per caller, requests a second (0 turns it off)",
+    )
     serve.add_argument("--burst", type=int, default=200, help="stage throttle burst per caller")
     serve.set_defaults(run=cmd_serve)
 
@@ -152,8 +170,9 @@ def parser() -> argparse.ArgumentParser:
     endpoint(create)
     create.set_defaults(run=cmd_projects_create)
 
-    principals = sub.add_parser("principals", help="manage principals").add_subparsers(dest="action",
-                                                                                        required=True)
+    principals = sub.add_parser("principals", help="manage principals").add_subparsers(
+        dest="action", required=True
+    )
     add = principals.add_parser("add", help="create a principal; prints its token alone")
     add.add_argument("--id", required=True)
     add.add_argument("--kind", required=True, choices=["human", "agent", "ci"])
@@ -166,8 +185,9 @@ def parser() -> argparse.ArgumentParser:
     rotate.add_argument("--ttl")
     revoke = principals.add_parser("revoke", help="revoke a principal")
     revoke.add_argument("--id", required=True)
-    revoke.add_argument("--compromised", action="store_true",
-                        help="also distrust all of its evidence from now on")
+    revoke.add_argument(
+        "--compromised", action="store_true", help="also distrust all of its evidence from now on"
+    )
     listing = principals.add_parser("list", help="list principals (never tokens)")
     for sp in (add, rotate, revoke, listing):
         endpoint(sp)
@@ -176,8 +196,12 @@ def parser() -> argparse.ArgumentParser:
     # The harness is imported only when it runs: a packaged runner carries `local` without `evaluation`.
     evaluate = sub.add_parser("eval", help="replay the scenario catalog twice through the real handlers")
     evaluate.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
-    evaluate.add_argument("--scenario", action="append", metavar="NAME",
-                          help="run only this scenario (repeatable); the catalog-wide gates are skipped")
+    evaluate.add_argument(
+        "--scenario",
+        action="append",
+        metavar="NAME",
+        help="run only this scenario (repeatable); the catalog-wide gates are skipped",
+    )
     evaluate.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
     evaluate.set_defaults(run=cmd_eval)
     return p

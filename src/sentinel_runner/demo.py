@@ -27,8 +27,20 @@ class LocalGate:
 
     def __enter__(self) -> "LocalGate":
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "sentinel_runner.cli", "serve", "--seed", "--event-log", str(self.event_log)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+            [
+                sys.executable,
+                "-m",
+                "sentinel_runner.cli",
+                "serve",
+                "--seed",
+                "--event-log",
+                str(self.event_log),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ),
+        )
         assert self.process.stdout is not None
         deadline = time.monotonic() + START_TIMEOUT
         line = self.process.stdout.readline()
@@ -56,13 +68,19 @@ class LocalGate:
         while time.monotonic() < deadline:
             lines = self.event_log.read_text().splitlines() if self.event_log.exists() else []
             events = [json.loads(x) for x in lines]
-            count = sum(1 for e in events if e["detail-type"] == "sentinel.action"
-                        and e["detail"]["execution_id"] == execution_id)
+            count = sum(
+                1
+                for e in events
+                if e["detail-type"] == "sentinel.action" and e["detail"]["execution_id"] == execution_id
+            )
             if count:
                 time.sleep(0.5)  # one more relay round: a duplicate would show now
                 lines = self.event_log.read_text().splitlines()
-                return sum(1 for e in map(json.loads, lines) if e["detail-type"] == "sentinel.action"
-                           and e["detail"]["execution_id"] == execution_id)
+                return sum(
+                    1
+                    for e in map(json.loads, lines)
+                    if e["detail-type"] == "sentinel.action" and e["detail"]["execution_id"] == execution_id
+                )
             time.sleep(0.1)
         return count
 
@@ -70,18 +88,26 @@ class LocalGate:
 def main() -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sentinel-demo-") as tmp:
-        print("Starting the local gate (embedded DynamoDB-compatible store, seeded demo project)…", flush=True)
+        print(
+            "Starting the local gate (embedded DynamoDB-compatible store, seeded demo project)…", flush=True
+        )
         with LocalGate(Path(tmp) / "events.jsonl") as gate:
             print(f"   serving {gate.banner['url']}  store {gate.banner['dynamodb_endpoint']}", flush=True)
             clients = {role: gate.client(role) for role in ("requester", "publisher", "reviewer")}
             try:
-                result = run_ready_flow(clients, gate.banner["seed"]["project"],
-                                        say=lambda line: print(line, flush=True), outbox_count=gate.delivered)
+                result = run_ready_flow(
+                    clients,
+                    gate.banner["seed"]["project"],
+                    say=lambda line: print(line, flush=True),
+                    outbox_count=gate.delivered,
+                )
             except FlowError as error:
                 print(f"\nFAILED: {error}", file=sys.stderr)
                 return 1
-    print(f"\nREADY: candidate {result.candidate_id} — chain valid, {result.verification['length']} events "
-          f"({time.monotonic() - started:.1f} s)")
+    print(
+        f"\nREADY: candidate {result.candidate_id} — chain valid, {result.verification['length']} events "
+        f"({time.monotonic() - started:.1f} s)"
+    )
     return 0
 
 

@@ -24,8 +24,13 @@ class EventLog:
 
     def newest_checkpoint(self, project: str, candidate_id: str | None) -> dict[str, Any] | None:
         with self._lock:
-            found = [e for e in self.events if e["detail-type"] == "sentinel.checkpoint"
-                     and e["detail"]["project"] == project and e["detail"]["candidate_id"] == candidate_id]
+            found = [
+                e
+                for e in self.events
+                if e["detail-type"] == "sentinel.checkpoint"
+                and e["detail"]["project"] == project
+                and e["detail"]["candidate_id"] == candidate_id
+            ]
         return found[-1]["detail"] if found else None
 
     def newest(self, ref: Any) -> dict[str, Any] | None:
@@ -45,15 +50,25 @@ class OutboxRelay:
     def run_once(self) -> int:
         moved = 0
         for pending in self.store.pending_outbox():
-            self.log.publish({"source": "sentinel", "detail-type": f"sentinel.{pending['kind']}",
-                              "detail": pending["item"]})
+            self.log.publish(
+                {
+                    "source": "sentinel",
+                    "detail-type": f"sentinel.{pending['kind']}",
+                    "detail": pending["item"],
+                }
+            )
             self.store.mark_relayed(pending["pk"], pending["sk"])
             moved += 1
         for head in self.store.chain_heads():
             if self._seen_heads.get(head["pk"]) != head["seq"]:
                 self._seen_heads[head["pk"]] = head["seq"]
-                self.log.publish({"source": "sentinel", "detail-type": "sentinel.checkpoint",
-                                  "detail": {k: head[k] for k in ("project", "candidate_id", "seq", "hash")}})
+                self.log.publish(
+                    {
+                        "source": "sentinel",
+                        "detail-type": "sentinel.checkpoint",
+                        "detail": {k: head[k] for k in ("project", "candidate_id", "seq", "hash")},
+                    }
+                )
         return moved
 
     def start(self) -> None:

@@ -7,22 +7,43 @@ from sentinel_service.operator import Operator
 PROJECT = "demo"
 
 POLICIES = {
-    "unit-tests": {"check_type": "unit", "command": "pytest -q {scope}", "expected_exit_code": 0,
-                   "expected_artifacts": [], "fail_message": "Unit tests failed",
-                   "remediation_hint": "Run pytest -q locally and read the first failure",
-                   "max_evidence_age_seconds": 86400, "trusted_publishers": ["ci-bot"], "min_tests": 1},
-    "lint": {"check_type": "lint", "command": "ruff check {scope}", "expected_exit_code": 0,
-             "expected_artifacts": [], "fail_message": "Lint failed",
-             "remediation_hint": "Run ruff check locally", "max_evidence_age_seconds": 86400,
-             "trusted_publishers": ["ci-bot"], "min_tests": 0},
+    "unit-tests": {
+        "check_type": "unit",
+        "command": "pytest -q {scope}",
+        "expected_exit_code": 0,
+        "expected_artifacts": [],
+        "fail_message": "Unit tests failed",
+        "remediation_hint": "Run pytest -q locally and read the first failure",
+        "max_evidence_age_seconds": 86400,
+        "trusted_publishers": ["ci-bot"],
+        "min_tests": 1,
+    },
+    "lint": {
+        "check_type": "lint",
+        "command": "ruff check {scope}",
+        "expected_exit_code": 0,
+        "expected_artifacts": [],
+        "fail_message": "Lint failed",
+        "remediation_hint": "Run ruff check locally",
+        "max_evidence_age_seconds": 86400,
+        "trusted_publishers": ["ci-bot"],
+        "min_tests": 0,
+    },
 }
-CONFIG = {"environments": ["staging", "production"],
-          "derivation_rules": [{"files": ["services/payments/**"], "policy_id": "unit-tests",
-                                "scope": "payments-api"},
-                               {"files": ["docs/**"], "policy_id": "lint", "scope": "docs"}],
-          "unclassified_policy": "unit-tests", "change_context_publishers": ["ci-bot"],
-          "allowed_action_types": ["dispatch_checks", "notify"], "notify_channels": ["release-room"],
-          "approvals_required": 1, "approval_ttl_seconds": 86400, "settlement_required": False}
+CONFIG = {
+    "environments": ["staging", "production"],
+    "derivation_rules": [
+        {"files": ["services/payments/**"], "policy_id": "unit-tests", "scope": "payments-api"},
+        {"files": ["docs/**"], "policy_id": "lint", "scope": "docs"},
+    ],
+    "unclassified_policy": "unit-tests",
+    "change_context_publishers": ["ci-bot"],
+    "allowed_action_types": ["dispatch_checks", "notify"],
+    "notify_channels": ["release-room"],
+    "approvals_required": 1,
+    "approval_ttl_seconds": 86400,
+    "settlement_required": False,
+}
 # One principal per role. The agent acts for hank; rita reviews, and sponsors nobody here.
 PRINCIPALS = [
     ("admin", "alice", "human", None, ["admin", "auditor"]),

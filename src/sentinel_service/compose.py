@@ -26,18 +26,34 @@ if TYPE_CHECKING:
 # Tight timeouts and few retries: a slow store becomes STATE_UNAVAILABLE well inside API Gateway's limit.
 API_TIMEOUTS = {"connect_timeout": 2, "read_timeout": 5, "retries": {"max_attempts": 3, "mode": "standard"}}
 # The authorizer answers within its own short budget; a slow directory is a refusal, never a wait.
-AUTHORIZER_TIMEOUTS = {"connect_timeout": 2, "read_timeout": 2, "retries": {"max_attempts": 2, "mode": "standard"}}
+AUTHORIZER_TIMEOUTS = {
+    "connect_timeout": 2,
+    "read_timeout": 2,
+    "retries": {"max_attempts": 2, "mode": "standard"},
+}
 # The operator's commands run by hand: a little more patience.
-OPERATOR_TIMEOUTS = {"connect_timeout": 5, "read_timeout": 10, "retries": {"max_attempts": 3, "mode": "standard"}}
+OPERATOR_TIMEOUTS = {
+    "connect_timeout": 5,
+    "read_timeout": 10,
+    "retries": {"max_attempts": 3, "mode": "standard"},
+}
 
 
-def dynamodb_client(settings: Settings, timeouts: Mapping[str, Any] = API_TIMEOUTS,
-                    credentials: Mapping[str, str] | None = None) -> Any:
+def dynamodb_client(
+    settings: Settings,
+    timeouts: Mapping[str, Any] = API_TIMEOUTS,
+    credentials: Mapping[str, str] | None = None,
+) -> Any:
     import boto3
     from botocore.config import Config
 
-    return boto3.client("dynamodb", region_name=settings.region, endpoint_url=settings.dynamodb_endpoint,
-                        config=Config(**timeouts), **dict(credentials or {}))
+    return boto3.client(
+        "dynamodb",
+        region_name=settings.region,
+        endpoint_url=settings.dynamodb_endpoint,
+        config=Config(**timeouts),
+        **dict(credentials or {}),
+    )
 
 
 def build_proposer(s: Settings, environ: Mapping[str, str] | None = None) -> Proposer:
@@ -54,13 +70,15 @@ def build_proposer(s: Settings, environ: Mapping[str, str] | None = None) -> Pro
     limits = ModelLimits.from_settings(s)
     if s.model_provider == "bedrock" and s.model_id:
         region = s.model_region or s.region
-        return BedrockProposer(s.model_id, lambda: bedrock_runtime_client(region, limits, s.model_endpoint_url),
-                               limits)
+        return BedrockProposer(
+            s.model_id, lambda: bedrock_runtime_client(region, limits, s.model_endpoint_url), limits
+        )
     if s.model_provider == "openai" and s.model_id and s.model_endpoint_url:
         env = os.environ if environ is None else environ
         # Read at call time: the key is never held in the settings, so neither repr nor health can show it.
-        return OpenAICompatibleProposer(s.model_id, s.model_endpoint_url, lambda: env.get(s.model_api_key_env),
-                                        limits)
+        return OpenAICompatibleProposer(
+            s.model_id, s.model_endpoint_url, lambda: env.get(s.model_api_key_env), limits
+        )
     return NoModel()
 
 
@@ -68,11 +86,21 @@ class Services:
     """What the composition root hands to endpoints, the authorizer, the operator's commands and the runner.
     Each part is built once, on first use, from the settings and whatever the caller supplied."""
 
-    def __init__(self, settings: Settings, *, dynamodb: Any = None, store: StateStore | None = None,
-                 clock: Clock | None = None, ids: Ids | None = None, proposer: Proposer | None = None,
-                 checkpoints: Checkpoints | None = None, token_key: bytes | None = None,
-                 create_token_key: bool = False, environ: Mapping[str, str] | None = None,
-                 timeouts: Mapping[str, Any] = API_TIMEOUTS) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        dynamodb: Any = None,
+        store: StateStore | None = None,
+        clock: Clock | None = None,
+        ids: Ids | None = None,
+        proposer: Proposer | None = None,
+        checkpoints: Checkpoints | None = None,
+        token_key: bytes | None = None,
+        create_token_key: bool = False,
+        environ: Mapping[str, str] | None = None,
+        timeouts: Mapping[str, Any] = API_TIMEOUTS,
+    ) -> None:
         self.settings = settings
         self._dynamodb = dynamodb
         self._store = store
@@ -90,7 +118,9 @@ class Services:
 
     @cached_property
     def dynamodb(self) -> Any:
-        return self._dynamodb if self._dynamodb is not None else dynamodb_client(self.settings, self._timeouts)
+        return (
+            self._dynamodb if self._dynamodb is not None else dynamodb_client(self.settings, self._timeouts)
+        )
 
     @cached_property
     def directory_dynamodb(self) -> Any:

@@ -29,7 +29,9 @@ class Issued:
 
 
 class Operator:
-    def __init__(self, gate: Gate, admin: PrincipalAdmin, token_key: Callable[[], bytes], clock: Clock) -> None:
+    def __init__(
+        self, gate: Gate, admin: PrincipalAdmin, token_key: Callable[[], bytes], clock: Clock
+    ) -> None:
         self.gate = gate
         self.admin = admin
         self._token_key = token_key
@@ -45,8 +47,9 @@ class Operator:
         """A new project and its chain; the seq of its first event. An existing id is refused."""
         return self.gate.create_project(project).seq
 
-    def provision_project(self, project: str, policies: Mapping[str, Mapping[str, Any]],
-                          config: Mapping[str, Any]) -> bool:
+    def provision_project(
+        self, project: str, policies: Mapping[str, Mapping[str, Any]], config: Mapping[str, Any]
+    ) -> bool:
         """Idempotent: a missing project is created with these policies and this configuration (True); an
         existing one keeps its chain untouched (False)."""
         if self.project_exists(project):
@@ -59,17 +62,38 @@ class Operator:
 
     # ---- principals --------------------------------------------------------------------------------------
 
-    def add_principal(self, principal_id: str, kind: str, sponsor: str | None, roles: Mapping[str, Sequence[str]],
-                      ttl_seconds: int | None = None) -> str:
+    def add_principal(
+        self,
+        principal_id: str,
+        kind: str,
+        sponsor: str | None,
+        roles: Mapping[str, Sequence[str]],
+        ttl_seconds: int | None = None,
+    ) -> str:
         """A new principal and its token; the act is recorded on the chain of every project it holds a role in."""
         missing = [p for p in roles if not self.project_exists(p)]
         if missing:
             raise PrincipalRefused("NOT_FOUND", f"no project {', '.join(missing)}: create it first")
-        token = self.admin.add(principal_id, kind, sponsor, {p: list(r) for p, r in roles.items()}, ttl_seconds,
-                               self._token_key(), self._clock.now())
+        token = self.admin.add(
+            principal_id,
+            kind,
+            sponsor,
+            {p: list(r) for p, r in roles.items()},
+            ttl_seconds,
+            self._token_key(),
+            self._clock.now(),
+        )
         for project, project_roles in roles.items():
-            self.gate.record_project_event(project, "principal.added", {
-                "principal_id": principal_id, "kind": kind, "sponsor": sponsor, "roles": list(project_roles)})
+            self.gate.record_project_event(
+                project,
+                "principal.added",
+                {
+                    "principal_id": principal_id,
+                    "kind": kind,
+                    "sponsor": sponsor,
+                    "roles": list(project_roles),
+                },
+            )
         return token
 
     def rotate(self, principal_id: str, ttl_seconds: int | None = None) -> str:
@@ -82,23 +106,36 @@ class Operator:
         self._record_on_chains(principal_id, "principal.revoked", {"compromised": bool(compromised)})
         return {"principal_id": principal_id, "revoked": True, "compromised": bool(compromised)}
 
-    def issue(self, principal_id: str, kind: str, sponsor: str | None, roles: Mapping[str, Sequence[str]],
-              ttl_seconds: int | None = None) -> Issued:
+    def issue(
+        self,
+        principal_id: str,
+        kind: str,
+        sponsor: str | None,
+        roles: Mapping[str, Sequence[str]],
+        ttl_seconds: int | None = None,
+    ) -> Issued:
         """A token for this principal: added when missing, else rotated (its earlier token stops working)."""
         try:
-            return Issued(principal_id, self.add_principal(principal_id, kind, sponsor, roles, ttl_seconds), True)
+            return Issued(
+                principal_id, self.add_principal(principal_id, kind, sponsor, roles, ttl_seconds), True
+            )
         except PrincipalRefused as refused:
             if refused.code != "PRINCIPAL_EXISTS":
                 raise
         existing = self.admin.get(principal_id) or {}
-        asked = {"kind": kind, "sponsor": sponsor or None,
-                 "roles": {p: sorted(r) for p, r in roles.items()}}
-        held = {"kind": existing.get("kind"), "sponsor": existing.get("sponsor") or None,
-                "roles": {p: sorted(existing.get("roles", {}).get(p, [])) for p in roles}}
+        asked = {"kind": kind, "sponsor": sponsor or None, "roles": {p: sorted(r) for p, r in roles.items()}}
+        held = {
+            "kind": existing.get("kind"),
+            "sponsor": existing.get("sponsor") or None,
+            "roles": {p: sorted(existing.get("roles", {}).get(p, [])) for p in roles},
+        }
         if held != asked:
             # Re-issuing never changes who a principal is: a token for another kind, sponsor or roles is refused.
-            raise PrincipalRefused("PRINCIPAL_EXISTS", f"principal {principal_id} exists as {held['kind']} with "
-                                   f"sponsor {held['sponsor']} and roles {held['roles']}, not as asked; not re-issued")
+            raise PrincipalRefused(
+                "PRINCIPAL_EXISTS",
+                f"principal {principal_id} exists as {held['kind']} with "
+                f"sponsor {held['sponsor']} and roles {held['roles']}, not as asked; not re-issued",
+            )
         return Issued(principal_id, self.rotate(principal_id, ttl_seconds), False)
 
     def list_principals(self) -> list[dict[str, Any]]:

@@ -79,8 +79,9 @@ class Settings:
             model_api_key_env=_key_name(e.get("SENTINEL_MODEL_API_KEY_ENV")),
             model_connect_timeout_seconds=connect,
             # One attempt (connect + read) always fits in the budget.
-            model_read_timeout_seconds=_number(e, "SENTINEL_MODEL_READ_TIMEOUT_SECONDS", 15.0, 0.1,
-                                               budget - connect),
+            model_read_timeout_seconds=_number(
+                e, "SENTINEL_MODEL_READ_TIMEOUT_SECONDS", 15.0, 0.1, budget - connect
+            ),
             model_max_attempts=int(_number(e, "SENTINEL_MODEL_MAX_ATTEMPTS", 2, 1, 3)),
             model_budget_seconds=budget,
             model_max_output_tokens=int(_number(e, "SENTINEL_MODEL_MAX_OUTPUT_TOKENS", 8192, 256, 32768)),

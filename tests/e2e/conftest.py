@@ -25,6 +25,7 @@ STACK = names.stack_name(json.loads((REPO / "cdk.json").read_text())["context"][
 
 # ---- the hook -----------------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     path = tmp_path / "home"
@@ -41,6 +42,7 @@ def token_file(home: Path) -> Path:
 
 
 # ---- the acceptance emulation ------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="session")
 def synthesized(built: Path, shared_dir: Path) -> Synth:

@@ -87,12 +87,17 @@ def test_tokens_come_from_the_environment_or_the_secret_and_never_half_from_each
     with pytest.raises(TokensUnavailable, match="only SENTINEL_ACCEPTANCE_TOKEN_REQUESTER"):
         load_tokens({"SENTINEL_ACCEPTANCE_TOKEN_REQUESTER": "snt_x"}, "dev", secrets)
     # Given no variables, Then the stage's secret is read (or the one named), with its recorded expiries
-    payload = {"tokens": {"requester": "a", "publisher": "b", "reviewer": "c"}, "expires_at": {"requester": "x"}}
+    payload = {
+        "tokens": {"requester": "a", "publisher": "b", "reviewer": "c"},
+        "expires_at": {"requester": "x"},
+    }
     secrets = FakeSecrets(payload)
     tokens = load_tokens({}, "prod", secrets)
     assert secrets.asked == ["sentinel/prod/acceptance-tokens"] and tokens.tokens["reviewer"] == "c"
-    assert load_tokens({"SENTINEL_ACCEPTANCE_TOKENS_SECRET": "mine"}, "prod", FakeSecrets(payload)).source \
+    assert (
+        load_tokens({"SENTINEL_ACCEPTANCE_TOKENS_SECRET": "mine"}, "prod", FakeSecrets(payload)).source
         == "secret mine"
+    )
     # And an unreadable or incomplete secret is no tokens at all
     with pytest.raises(TokensUnavailable, match="cannot be read"):
         load_tokens({}, "dev", FakeSecrets(None))
@@ -103,8 +108,11 @@ def test_tokens_come_from_the_environment_or_the_secret_and_never_half_from_each
 def test_a_token_must_be_short_lived_when_its_expiry_is_known() -> None:
     now = datetime(2026, 1, 1, tzinfo=UTC)
     soon, late, past = (now + timedelta(hours=1)), (now + timedelta(days=90)), (now - timedelta(minutes=1))
-    tokens = Tokens({}, "secret s", {"requester": soon.isoformat(), "publisher": late.isoformat(),
-                                     "reviewer": past.isoformat()})
+    tokens = Tokens(
+        {},
+        "secret s",
+        {"requester": soon.isoformat(), "publisher": late.isoformat(), "reviewer": past.isoformat()},
+    )
     problems = lifetime_problems(tokens, now)
     assert len(problems) == 2
     assert any(p.startswith("publisher") and "not short-lived" in p for p in problems)
@@ -112,34 +120,56 @@ def test_a_token_must_be_short_lived_when_its_expiry_is_known() -> None:
 
 
 def test_health_may_carry_no_secret_token_or_account_id() -> None:
-    clean = {"status": "ok", "runtime": "aws_lambda", "model": {"provider": "none", "model_id": ""},
-             "package_digest": "ab" * 32, "region": "eu-west-1"}
+    clean = {
+        "status": "ok",
+        "runtime": "aws_lambda",
+        "model": {"provider": "none", "model_id": ""},
+        "package_digest": "ab" * 32,
+        "region": "eu-west-1",
+    }
     assert leaks(clean, json.dumps(clean), ["snt_secret"]) == []
-    dirty = dict(clean, account="123456789012", token_key_secret_arn="arn:aws:secretsmanager:x",
-                 note="snt_secret")
+    dirty = dict(
+        clean, account="123456789012", token_key_secret_arn="arn:aws:secretsmanager:x", note="snt_secret"
+    )
     found = leaks(dirty, json.dumps(dirty), ["snt_secret"])
-    assert {"a field named account", "a field named token_key_secret_arn", "an ARN",
-            "a 12-digit number (an account id)", "something shaped like a token (snt_…)",
-            "a value it must never show"} <= set(found)
+    assert {
+        "a field named account",
+        "a field named token_key_secret_arn",
+        "an ARN",
+        "a 12-digit number (an account id)",
+        "something shaped like a token (snt_…)",
+        "a value it must never show",
+    } <= set(found)
 
 
 def test_the_template_moto_gets_keeps_every_resource_moto_creates_and_says_what_it_left_out(
-        synthesized: Synth) -> None:
+    synthesized: Synth,
+) -> None:
     # Given the synthesized template
     template = synthesized.template
     # When it is adapted for moto
     adapted, skipped, adaptations = adapt(template)
     # Then only what moto cannot create (and the permissions granting it) is left out, and said so
     kinds = set(skipped.values())
-    assert {"AWS::ApiGatewayV2::Route", "AWS::Lambda::Alias", "AWS::CloudWatch::Alarm",
-            "AWS::Budgets::Budget"} <= kinds
-    assert not kinds & {"AWS::Lambda::Function", "AWS::Lambda::Version", "AWS::Lambda::LayerVersion",
-                        "AWS::DynamoDB::Table"}
+    assert {
+        "AWS::ApiGatewayV2::Route",
+        "AWS::Lambda::Alias",
+        "AWS::CloudWatch::Alarm",
+        "AWS::Budgets::Budget",
+    } <= kinds
+    assert not kinds & {
+        "AWS::Lambda::Function",
+        "AWS::Lambda::Version",
+        "AWS::Lambda::LayerVersion",
+        "AWS::DynamoDB::Table",
+    }
     assert set(adapted["Resources"]) == set(template["Resources"]) - set(skipped)
     assert all(k in " ".join(adaptations) for k in kinds)
     # And nothing left refers to what is gone, except through a marked placeholder; the original is untouched
     text = json.dumps(adapted)
     assert not any(f'"Ref": "{logical}"' in text for logical in skipped)
     assert "not-emulated" in json.dumps(adapted["Outputs"]["ApiUrl"])
-    assert "ApiUrl" in template["Outputs"] and template["Outputs"]["ApiUrl"]["Value"] != \
-        adapted["Outputs"]["ApiUrl"]["Value"]
+    assert (
+        "ApiUrl" in template["Outputs"]
+        and template["Outputs"]["ApiUrl"]["Value"] != adapted["Outputs"]["ApiUrl"]["Value"]
+    )

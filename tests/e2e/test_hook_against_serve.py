@@ -17,10 +17,13 @@ from support.hook_harness import CORPUS, bash_event, clean_env, corpus_event, gi
 
 pytestmark = pytest.mark.http
 
-NEXT_HOLD = ("Resolve the findings, then retry. The required CI check (sentinel-hook gate) enforces the same "
-             "decision.")
-NEXT_ERROR = ("Fix the cause, then retry: a release command needs a ready decision, and the required CI check "
-              "(sentinel-hook gate) enforces the same decision.")
+NEXT_HOLD = (
+    "Resolve the findings, then retry. The required CI check (sentinel-hook gate) enforces the same decision."
+)
+NEXT_ERROR = (
+    "Fix the cause, then retry: a release command needs a ready decision, and the required CI check "
+    "(sentinel-hook gate) enforces the same decision."
+)
 
 
 @dataclass
@@ -53,9 +56,16 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         hold_sha = make_repo(root / "hold", "hold")
         requester, publisher = gate.client("requester"), gate.client("publisher")
         change = {"files": ["services/payments/api.py"]}
-        created = requester.create_candidate("demo", {"subject": "payments", "base_revision": secrets.token_hex(20),
-                                                      "revision": hold_sha, "environment": "staging",
-                                                      "change": change})
+        created = requester.create_candidate(
+            "demo",
+            {
+                "subject": "payments",
+                "base_revision": secrets.token_hex(20),
+                "revision": hold_sha,
+                "environment": "staging",
+                "change": change,
+            },
+        )
         hold_id = created.body["candidate_id"]
         assert publisher.add_change_context("demo", hold_id, change).status == 201
         assert requester.propose("demo", hold_id).status == 201
@@ -65,38 +75,62 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         token = root / "home" / "token"
         token.parent.mkdir()
         token.write_text(gate.banner["seed"]["principals"]["auditor"]["token"])
-        env = clean_env(token.parent, url=gate.banner["url"], project="demo", subject="payments",
-                        environment="staging", token_file=str(token), timeout_seconds="10")
+        env = clean_env(
+            token.parent,
+            url=gate.banner["url"],
+            project="demo",
+            subject="payments",
+            environment="staging",
+            token_file=str(token),
+            timeout_seconds="10",
+        )
         yield World(
             env,
             Commit(root / "ready", ready_sha, ready_id, auditor.decision("demo", ready_id).body),
             Commit(root / "hold", hold_sha, hold_id, auditor.decision("demo", hold_id).body),
             Commit(root / "unknown", unknown_sha, None, {}),
-            gate.banner["url"])
+            gate.banner["url"],
+        )
 
 
 def finding_lines(decision: dict[str, Any]) -> list[str]:
     """The documented finding line: code, where, detail, and the policy's remediation hint when there is one."""
     lines = []
     for finding in decision["findings"]:
-        where = [f"{label} {finding[key]}" for key, label in
-                 (("obligation_id", "obligation"), ("check_id", "check"), ("task_id", "task")) if finding[key]]
+        where = [
+            f"{label} {finding[key]}"
+            for key, label in (("obligation_id", "obligation"), ("check_id", "check"), ("task_id", "task"))
+            if finding[key]
+        ]
         line = f"- {finding['code']}" + (f" ({', '.join(where)})" if where else "") + f": {finding['detail']}"
-        lines.append(line + (f" Remediation: {finding['remediation_hint']}" if finding["remediation_hint"] else ""))
+        lines.append(
+            line + (f" Remediation: {finding['remediation_hint']}" if finding["remediation_hint"] else "")
+        )
     return lines
 
 
 def hold_denial(world: World, command: str) -> str:
     hold = world.hold
-    return "\n".join([f"Sentinel denied `{command}`: payments at {hold.sha} in staging is on hold (candidate "
-                      f"{hold.candidate_id}).", *finding_lines(hold.decision), NEXT_HOLD]) + "\n"
+    return (
+        "\n".join(
+            [
+                f"Sentinel denied `{command}`: payments at {hold.sha} in staging is on hold (candidate "
+                f"{hold.candidate_id}).",
+                *finding_lines(hold.decision),
+                NEXT_HOLD,
+            ]
+        )
+        + "\n"
+    )
 
 
 # ---- the corpus, as written ---------------------------------------------------------------------------
 
-UNRESOLVED_PUSH = ("Sentinel denied `git push origin HEAD`: no decision could be established for it (fail closed).\n"
-                   "- REVISION_UNRESOLVED: the hook cannot tell which branch HEAD updates (not a git repository, or "
-                   f"not on a branch)\n{NEXT_ERROR}\n")
+UNRESOLVED_PUSH = (
+    "Sentinel denied `git push origin HEAD`: no decision could be established for it (fail closed).\n"
+    "- REVISION_UNRESOLVED: the hook cannot tell which branch HEAD updates (not a git repository, or "
+    f"not on a branch)\n{NEXT_ERROR}\n"
+)
 UNRESOLVED_HEAD = "- REVISION_UNRESOLVED: `git rev-parse HEAD` names no commit in /home/dev/orders-service"
 AS_WRITTEN = {
     # Nothing to gate: events that cannot release, tools that never release, commands that are no release.
@@ -112,12 +146,26 @@ AS_WRITTEN = {
     # `git push origin HEAD` in a directory that does not exist here: which branch it updates is unknown.
     "PreToolUse-Bash-minimal-fields.json": (2, "", UNRESOLVED_PUSH),
     # The agent claims to be done in a directory with no commit: nudged once, then the user is told.
-    "Stop.json": (2, "", "Sentinel: this change is not ready to release: no decision could be established for "
-                         f"this change (fail closed).\n{UNRESOLVED_HEAD}\nBefore finishing, fix the cause, or tell "
-                         "the user plainly that its readiness is unconfirmed.\n"),
-    "Stop-hook-active-with-background-work.json": (0, json.dumps({"systemMessage": (
-        "Sentinel: the agent stopped while the readiness of this change could not be established "
-        "(REVISION_UNRESOLVED). A release will be denied until it is ready.")}) + "\n", ""),
+    "Stop.json": (
+        2,
+        "",
+        "Sentinel: this change is not ready to release: no decision could be established for "
+        f"this change (fail closed).\n{UNRESOLVED_HEAD}\nBefore finishing, fix the cause, or tell "
+        "the user plainly that its readiness is unconfirmed.\n",
+    ),
+    "Stop-hook-active-with-background-work.json": (
+        0,
+        json.dumps(
+            {
+                "systemMessage": (
+                    "Sentinel: the agent stopped while the readiness of this change could not be established "
+                    "(REVISION_UNRESOLVED). A release will be denied until it is ready."
+                )
+            }
+        )
+        + "\n",
+        "",
+    ),
 }
 
 
@@ -152,15 +200,34 @@ def on_hold(world: World, name: str) -> tuple[int, str, str]:
     if name == "PreToolUse-Bash-minimal-fields.json":
         return 2, "", hold_denial(world, "git push origin HEAD")
     if name == "Stop.json":  # "... All tests pass.": a claim of being done
-        return 2, "", "\n".join([
-            f"Sentinel: this change is not ready to release: payments at {hold.sha} in staging is on hold "
-            f"(candidate {hold.candidate_id}).", *finding_lines(hold.decision),
-            "Before finishing, resolve the findings, or tell the user plainly that the change is not ready to "
-            "release."]) + "\n"
+        return (
+            2,
+            "",
+            "\n".join(
+                [
+                    f"Sentinel: this change is not ready to release: payments at {hold.sha} in staging is on hold "
+                    f"(candidate {hold.candidate_id}).",
+                    *finding_lines(hold.decision),
+                    "Before finishing, resolve the findings, or tell the user plainly that the change is not ready to "
+                    "release.",
+                ]
+            )
+            + "\n",
+        )
     if name == "Stop-hook-active-with-background-work.json":  # already continued once: tell the user
-        return 0, json.dumps({"systemMessage": (
-            f"Sentinel: the agent stopped while payments at {hold.sha} in staging is on hold (EVIDENCE_MISSING, "
-            "REVIEW_MISSING, TASK_NOT_REPORTED). A release will be denied until it is ready.")}) + "\n", ""
+        return (
+            0,
+            json.dumps(
+                {
+                    "systemMessage": (
+                        f"Sentinel: the agent stopped while payments at {hold.sha} in staging is on hold (EVIDENCE_MISSING, "
+                        "REVIEW_MISSING, TASK_NOT_REPORTED). A release will be denied until it is ready."
+                    )
+                }
+            )
+            + "\n",
+            "",
+        )
     return 0, "", ""  # no release, no claim of being done: a held commit changes nothing
 
 
@@ -168,9 +235,13 @@ def on_hold(world: World, name: str) -> tuple[int, str, str]:
 def test_every_corpus_input_on_a_held_commit(world: World, name: str) -> None:
     # Given the held candidate: its findings carry the policies' remediation hints
     assert sorted({f["code"] for f in world.hold.decision["findings"]}) == [
-        "EVIDENCE_MISSING", "REVIEW_MISSING", "TASK_NOT_REPORTED"]
+        "EVIDENCE_MISSING",
+        "REVIEW_MISSING",
+        "TASK_NOT_REPORTED",
+    ]
     assert "Remediation: Run pytest -q locally and read the first failure" in "\n".join(
-        finding_lines(world.hold.decision))
+        finding_lines(world.hold.decision)
+    )
     # When each documented input arrives from a checkout of main at that commit
     ran = run_hook(corpus_event(name, cwd=str(world.hold.repo)), world.env)
     # Then only the release command and the claims of being done are stopped, with every finding
@@ -178,13 +249,16 @@ def test_every_corpus_input_on_a_held_commit(world: World, name: str) -> None:
 
 
 def test_a_push_of_a_commit_without_a_candidate_is_denied(world: World) -> None:
-    ran = run_hook(corpus_event("PreToolUse-Bash-minimal-fields.json", cwd=str(world.unknown.repo)), world.env)
+    ran = run_hook(
+        corpus_event("PreToolUse-Bash-minimal-fields.json", cwd=str(world.unknown.repo)), world.env
+    )
     assert (ran.exit_code, ran.stdout) == (2, "")
     assert ran.stderr == (
         f"Sentinel denied `git push origin HEAD`: payments at {world.unknown.sha} in staging is on hold.\n"
         "- NO_CANDIDATE: no candidate exists for this subject, revision and environment Remediation: create the "
         "candidate for this exact commit (POST /v1/projects/demo/candidates) and have CI attest it\n"
-        f"{NEXT_HOLD}\n")
+        f"{NEXT_HOLD}\n"
+    )
 
 
 def test_the_pushed_ref_is_judged_not_the_checkout(world: World) -> None:
@@ -205,18 +279,25 @@ def test_a_refused_token_is_a_denial(world: World, tmp_path: Path) -> None:
     forged.write_text("snt_" + "A" * 49)
     env = {**world.env, "SENTINEL_TOKEN_FILE": str(forged)}
     ran = run_hook(corpus_event("PreToolUse-Bash-minimal-fields.json", cwd=str(world.ready.repo)), env)
-    assert (ran.exit_code, ran.stdout, ran.stderr) == (2, "", (
-        f"Sentinel denied `git push origin HEAD`: no decision could be established for payments at "
-        f"{world.ready.sha} in staging (fail closed).\n- TOKEN_REFUSED: the service refused the token (HTTP 403): "
-        f"unknown, malformed, expired or revoked\n{NEXT_ERROR}\n"))
+    assert (ran.exit_code, ran.stdout, ran.stderr) == (
+        2,
+        "",
+        (
+            f"Sentinel denied `git push origin HEAD`: no decision could be established for payments at "
+            f"{world.ready.sha} in staging (fail closed).\n- TOKEN_REFUSED: the service refused the token (HTTP 403): "
+            f"unknown, malformed, expired or revoked\n{NEXT_ERROR}\n"
+        ),
+    )
 
 
 def test_another_environment_has_no_candidate_for_the_ready_commit(world: World) -> None:
     env = {**world.env, "SENTINEL_ENVIRONMENT": "production"}
     ran = run_hook(corpus_event("PreToolUse-Bash-minimal-fields.json", cwd=str(world.ready.repo)), env)
     assert ran.exit_code == 2
-    assert ran.stderr.startswith(f"Sentinel denied `git push origin HEAD`: payments at {world.ready.sha} in "
-                                 "production is on hold.\n- NO_CANDIDATE:")
+    assert ran.stderr.startswith(
+        f"Sentinel denied `git push origin HEAD`: payments at {world.ready.sha} in "
+        "production is on hold.\n- NO_CANDIDATE:"
+    )
 
 
 # ---- claims of being done -----------------------------------------------------------------------------
@@ -230,35 +311,62 @@ def test_stop_on_a_ready_commit_lets_the_agent_finish(world: World) -> None:
 
 # The documented shapes of the two events the corpus has no file for (hooks reference, SubagentStop and
 # TaskCompleted input): the common fields plus their own.
-SUBAGENT_STOP = {"hook_event_name": "SubagentStop", "stop_hook_active": False, "agent_id": "def456",
-                 "agent_type": "Explore", "agent_transcript_path": "/dev/null",
-                 "last_assistant_message": "Implemented the pagination; the contract tests pass.",
-                 "background_tasks": [], "session_crons": []}
-TASK_COMPLETED = {"hook_event_name": "TaskCompleted", "task_id": "task-001",
-                  "task_subject": "Implement user authentication", "teammate_name": "implementer"}
+SUBAGENT_STOP = {
+    "hook_event_name": "SubagentStop",
+    "stop_hook_active": False,
+    "agent_id": "def456",
+    "agent_type": "Explore",
+    "agent_transcript_path": "/dev/null",
+    "last_assistant_message": "Implemented the pagination; the contract tests pass.",
+    "background_tasks": [],
+    "session_crons": [],
+}
+TASK_COMPLETED = {
+    "hook_event_name": "TaskCompleted",
+    "task_id": "task-001",
+    "task_subject": "Implement user authentication",
+    "teammate_name": "implementer",
+}
 
 
-@pytest.mark.parametrize(("fields", "finish"), [
-    (SUBAGENT_STOP, "finishing"), (TASK_COMPLETED, "marking the task completed")])
+@pytest.mark.parametrize(
+    ("fields", "finish"), [(SUBAGENT_STOP, "finishing"), (TASK_COMPLETED, "marking the task completed")]
+)
 def test_claiming_done_on_a_held_commit_is_sent_back_once(world: World, fields: dict, finish: str) -> None:
     # Given a subagent or a teammate says it is done while the candidate of its commit holds
-    event = {"session_id": "s", "transcript_path": "/dev/null", "cwd": str(world.hold.repo),
-             "permission_mode": "default", **fields}
+    event = {
+        "session_id": "s",
+        "transcript_path": "/dev/null",
+        "cwd": str(world.hold.repo),
+        "permission_mode": "default",
+        **fields,
+    }
     ran = run_hook(event, world.env)
     # Then it is sent back with the findings (exit 2: the reason on stderr reaches the agent)
     hold = world.hold
     assert (ran.exit_code, ran.stdout) == (2, "")
-    assert ran.stderr == "\n".join([
-        f"Sentinel: this change is not ready to release: payments at {hold.sha} in staging is on hold (candidate "
-        f"{hold.candidate_id}).", *finding_lines(hold.decision),
-        f"Before {finish}, resolve the findings, or tell the user plainly that the change is not ready to "
-        "release."]) + "\n"
+    assert (
+        ran.stderr
+        == "\n".join(
+            [
+                f"Sentinel: this change is not ready to release: payments at {hold.sha} in staging is on hold (candidate "
+                f"{hold.candidate_id}).",
+                *finding_lines(hold.decision),
+                f"Before {finish}, resolve the findings, or tell the user plainly that the change is not ready to "
+                "release.",
+            ]
+        )
+        + "\n"
+    )
 
 
 def test_a_turn_that_claims_nothing_is_left_alone(world: World) -> None:
     # Given a turn that ends with a question, on a held commit
-    event = corpus_event("Stop.json", cwd=str(world.hold.repo),
-                         last_assistant_message="Which database should the orders service use?")
+    event = corpus_event(
+        "Stop.json",
+        cwd=str(world.hold.repo),
+        last_assistant_message="Which database should the orders service use?",
+    )
     # Then the agent is not sent back: Stop fires at every turn, and this one claims no work is finished
     ran = run_hook(event, world.env)
     assert (ran.exit_code, ran.stdout, ran.stderr) == (0, "", "")
@@ -271,7 +379,9 @@ def test_a_stop_without_its_final_message_is_judged(world: World) -> None:
     # Then the hook cannot tell what the agent claimed, and judges the commit
     ran = run_hook(event, world.env)
     assert ran.exit_code == 2
-    assert ran.stderr.startswith(f"Sentinel: this change is not ready to release: payments at {world.hold.sha}")
+    assert ran.stderr.startswith(
+        f"Sentinel: this change is not ready to release: payments at {world.hold.sha}"
+    )
 
 
 # ---- the CI gate --------------------------------------------------------------------------------------
@@ -282,11 +392,17 @@ def test_the_gate_answers_ready_hold_and_no_candidate_with_exit_codes(world: Wor
     held = run_hook(b"", world.env, "gate", "--revision", world.hold.sha)
     unknown = run_hook(b"", world.env, "gate", "--revision", world.unknown.sha)
     assert (ready.exit_code, ready.stdout, ready.stderr) == (
-        0, f"READY  payments at {world.ready.sha} in staging (candidate {world.ready.candidate_id})\n", "")
+        0,
+        f"READY  payments at {world.ready.sha} in staging (candidate {world.ready.candidate_id})\n",
+        "",
+    )
     lines = [f"HOLD  payments at {world.hold.sha} in staging (candidate {world.hold.candidate_id})"]
     for finding in world.hold.decision["findings"]:
-        where = [f"{label} {finding[key]}" for key, label in
-                 (("obligation_id", "obligation"), ("check_id", "check"), ("task_id", "task")) if finding[key]]
+        where = [
+            f"{label} {finding[key]}"
+            for key, label in (("obligation_id", "obligation"), ("check_id", "check"), ("task_id", "task"))
+            if finding[key]
+        ]
         lines.append(f"  {finding['code']}" + (f" ({', '.join(where)})" if where else ""))
         lines.append(f"      {finding['detail']}")
         if finding["remediation_hint"]:

@@ -26,13 +26,25 @@ def report_of(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def test_acceptance_local_passes_and_writes_its_attempt_report(built: Path, synthesized: Synth, tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_acceptance_local_passes_and_writes_its_attempt_report(
+    built: Path, synthesized: Synth, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # Given the built packages and the stack synthesized from them
     reports = tmp_path / "reports"
     # When `python -m sentinel_acceptance local` runs (what `make acceptance-local` runs), reusing that synth
-    code = acceptance_main(["local", "--build-dir", str(built), "--reports-dir", str(reports),
-                            "--cdk-out", str(synthesized.outdir), "--stack", synthesized.stack_name])
+    code = acceptance_main(
+        [
+            "local",
+            "--build-dir",
+            str(built),
+            "--reports-dir",
+            str(reports),
+            "--cdk-out",
+            str(synthesized.outdir),
+            "--stack",
+            synthesized.stack_name,
+        ]
+    )
     # Then it passes and writes attempt 1
     printed = capsys.readouterr().out
     assert code == 0, printed
@@ -45,8 +57,12 @@ def test_acceptance_local_passes_and_writes_its_attempt_report(built: Path, synt
     assert {n for n, s in statuses.items() if s == NOT_EMULATED} == NOT_EMULATED_HERE
     assert {n for n, s in statuses.items() if s == PASSED} == set(CHECK_NAMES) - NOT_EMULATED_HERE
     emulation = report["target"]["emulation"]
-    assert {"AWS::ApiGatewayV2::Route", "AWS::CloudWatch::Alarm", "AWS::Budgets::Budget",
-            "AWS::Lambda::Alias"} <= set(emulation["resources_not_emulated"])
+    assert {
+        "AWS::ApiGatewayV2::Route",
+        "AWS::CloudWatch::Alarm",
+        "AWS::Budgets::Budget",
+        "AWS::Lambda::Alias",
+    } <= set(emulation["resources_not_emulated"])
     assert emulation["template_adaptations"]
     # And the stack status and CodeSha256 are reads of the emulated API, matching the built digests
     checks = {c["name"]: c for c in report["checks"]}
@@ -80,11 +96,14 @@ def detail(report: dict, name: str) -> str:
     return next(c["detail"] for c in report["checks"] if c["name"] == name)
 
 
-def test_another_package_uploaded_than_was_built_fails_package_digests(built: Path, synthesized: Synth,
-                                                                      tmp_path: Path) -> None:
+def test_another_package_uploaded_than_was_built_fails_package_digests(
+    built: Path, synthesized: Synth, tmp_path: Path
+) -> None:
     # Given a functions zip that is not the built one (one file more) uploaded in place of the built one
     asset = functions_asset(synthesized, built)
-    other = zip_with(asset.path, tmp_path / "other-functions.zip", extra={"sentinel_service/extra.py": "X = 1\n"})
+    other = zip_with(
+        asset.path, tmp_path / "other-functions.zip", extra={"sentinel_service/extra.py": "X = 1\n"}
+    )
 
     def swap(assets: list) -> None:
         for a in assets:
@@ -100,7 +119,8 @@ def test_another_package_uploaded_than_was_built_fails_package_digests(built: Pa
 
 
 def test_a_template_cloudformation_refuses_leaves_no_stack_and_blocks_every_later_check(
-        built: Path, synthesized: Synth, tmp_path: Path) -> None:
+    built: Path, synthesized: Synth, tmp_path: Path
+) -> None:
     # Given a deployment CloudFormation refuses (an output reading an attribute the table does not have)
     def break_template(template: dict) -> None:
         table = next(k for k, r in template["Resources"].items() if r["Type"] == "AWS::DynamoDB::Table")
@@ -113,13 +133,16 @@ def test_a_template_cloudformation_refuses_leaves_no_stack_and_blocks_every_late
     assert found["stack_status"] == FAILED
     assert report["target"]["emulation"]["runner"]["started"] is False
     assert report["target"]["emulation"]["runner"]["deploy_error"]
-    assert found["package_digests"] == BLOCKED and found["health"] == BLOCKED and found["candidate"] == BLOCKED
+    assert (
+        found["package_digests"] == BLOCKED and found["health"] == BLOCKED and found["candidate"] == BLOCKED
+    )
     assert found["acceptance_principals"] == FAILED
     assert [n for n, s in found.items() if s == PASSED] == ["build"]
 
 
-def test_a_stack_left_in_a_failed_state_fails_stack_status(built: Path, synthesized: Synth, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stack_left_in_a_failed_state_fails_stack_status(
+    built: Path, synthesized: Synth, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Given a deployment whose last update failed and rolled back (what runs is the previous version)
     from moto.cloudformation import models
 
@@ -141,13 +164,21 @@ def test_a_stack_left_in_a_failed_state_fails_stack_status(built: Path, synthesi
     assert "UPDATE_ROLLBACK_COMPLETE" in detail(report, "stack_status")
 
 
-def test_a_route_left_open_fails_auth_refusals_naming_the_route(built: Path, synthesized: Synth,
-                                                              tmp_path: Path) -> None:
+def test_a_route_left_open_fails_auth_refusals_naming_the_route(
+    built: Path, synthesized: Synth, tmp_path: Path
+) -> None:
     # Given a build whose route table leaves `GET .../policies` public, built, synthesized and deployed as is
     asset = functions_asset(synthesized, built)
     old = read_build(built)["functions"].sha256
-    opened = zip_with(asset.path, tmp_path / "functions.zip", replace={"sentinel_service/http/routes.py": lambda text:
-                      text.replace('"List policies")', '"List policies", public=True)')})
+    opened = zip_with(
+        asset.path,
+        tmp_path / "functions.zip",
+        replace={
+            "sentinel_service/http/routes.py": lambda text: text.replace(
+                '"List policies")', '"List policies", public=True)'
+            )
+        },
+    )
     build = build_with_functions(built, opened, tmp_path / "build")
     new = read_build(build)["functions"].sha256
 
@@ -157,20 +188,32 @@ def test_a_route_left_open_fails_auth_refusals_naming_the_route(built: Path, syn
                 a.path = opened
 
     # When acceptance runs against it
-    report = run(build, synthesized, tmp_path / "reports",
-                 LocalRun(tamper_template=lambda t: retarget(t, old, new), tamper_assets=swap))
+    report = run(
+        build,
+        synthesized,
+        tmp_path / "reports",
+        LocalRun(tamper_template=lambda t: retarget(t, old, new), tamper_assets=swap),
+    )
     # Then auth_refusals alone fails, and says which route answered without a token
     assert report["failing_checks"] == ["auth_refusals"]
     assert "GET /v1/projects/{project}/policies without a token" in detail(report, "auth_refusals")
     assert statuses(report)["package_digests"] == PASSED
 
 
-def test_a_wrong_package_digest_in_health_fails_health(built: Path, synthesized: Synth, tmp_path: Path) -> None:
+def test_a_wrong_package_digest_in_health_fails_health(
+    built: Path, synthesized: Synth, tmp_path: Path
+) -> None:
     # Given functions that run the built zip but are configured to report another digest
     wrong = "0" * 64
     # When acceptance runs
-    report = run(built, synthesized, tmp_path / "reports",
-                 LocalRun(tamper_template=lambda t: set_package_digest(t, wrong)))
+    report = run(
+        built,
+        synthesized,
+        tmp_path / "reports",
+        LocalRun(tamper_template=lambda t: set_package_digest(t, wrong)),
+    )
     # Then health alone fails, naming the digest it reported and the built one
     assert report["failing_checks"] == ["health"]
-    assert wrong in detail(report, "health") and read_build(built)["functions"].sha256 in detail(report, "health")
+    assert wrong in detail(report, "health") and read_build(built)["functions"].sha256 in detail(
+        report, "health"
+    )

@@ -50,10 +50,14 @@ def test_health_names_the_local_runtime_and_no_secret(gate) -> None:
 
 def test_serve_prints_its_url_and_store_as_the_first_line() -> None:
     # Given a server started without --seed, When it prints its first line, Then it is one JSON object
-    process = subprocess.Popen([sys.executable, "-m", "sentinel_runner.cli", "serve"], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sentinel_runner.cli", "serve"], stdout=subprocess.PIPE, text=True
+    )
     try:
         banner = json.loads(process.stdout.readline())
-        assert banner["url"].startswith("http://127.0.0.1:") and banner["dynamodb_endpoint"].startswith("http://")
+        assert banner["url"].startswith("http://127.0.0.1:") and banner["dynamodb_endpoint"].startswith(
+            "http://"
+        )
         assert "seed" not in banner
     finally:
         process.terminate()

@@ -8,8 +8,16 @@ import pytest
 from sentinel_gateway.gateway import LocalGateway
 from support.world import ADMIN, AUDITOR, CI, OUTSIDER, REQUESTER, REVIEWER, REVIEWER_2, UNTRUSTED_CI, World
 
-ACTORS = {"admin": ADMIN, "requester": REQUESTER, "reviewer": REVIEWER, "reviewer2": REVIEWER_2, "ci": CI,
-          "untrusted-ci": UNTRUSTED_CI, "auditor": AUDITOR, "outsider": OUTSIDER}
+ACTORS = {
+    "admin": ADMIN,
+    "requester": REQUESTER,
+    "reviewer": REVIEWER,
+    "reviewer2": REVIEWER_2,
+    "ci": CI,
+    "untrusted-ci": UNTRUSTED_CI,
+    "auditor": AUDITOR,
+    "outsider": OUTSIDER,
+}
 
 
 def fake_authorizer(event: dict[str, Any], _context: Any) -> dict[str, Any]:
@@ -20,8 +28,15 @@ def fake_authorizer(event: dict[str, Any], _context: Any) -> dict[str, Any]:
     if actor is None:
         return {"isAuthorized": False}
     roles = {"demo": list(actor.roles)} if actor.roles else {}
-    return {"isAuthorized": True, "context": {"principal_id": actor.id, "kind": actor.kind,
-                                              "sponsor": actor.sponsor or "", "roles": json.dumps(roles)}}
+    return {
+        "isAuthorized": True,
+        "context": {
+            "principal_id": actor.id,
+            "kind": actor.kind,
+            "sponsor": actor.sponsor or "",
+            "roles": json.dumps(roles),
+        },
+    }
 
 
 class Api:
@@ -29,8 +44,16 @@ class Api:
         self.world = world
         self.gateway = LocalGateway(lambda: world.services, fake_authorizer)
 
-    def call(self, method: str, path: str, as_: str | None = "requester", body: Any = None,
-             headers: dict[str, str] | None = None, query: dict[str, str] | None = None, raw: str | None = None):
+    def call(
+        self,
+        method: str,
+        path: str,
+        as_: str | None = "requester",
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        query: dict[str, str] | None = None,
+        raw: str | None = None,
+    ):
         h = dict(headers or {})
         if as_:
             h["authorization"] = f"Bearer tok-{as_}"

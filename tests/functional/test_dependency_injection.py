@@ -17,8 +17,9 @@ def test_a_resolver_serves_the_services_and_caller_its_dependency_overrides_name
     world = World()
     app = build_resolver("gating", {**ENDPOINTS, "openapi": openapi})
     app.dependency_overrides[endpoints.services] = lambda: world.services
-    app.dependency_overrides[endpoints.caller] = lambda: Call({}, {"principal_id": "aud", "kind": "human",
-                                                                  "roles": json.dumps({"demo": ["auditor"]})})
+    app.dependency_overrides[endpoints.caller] = lambda: Call(
+        {}, {"principal_id": "aud", "kind": "human", "roles": json.dumps({"demo": ["auditor"]})}
+    )
     # When the project chain is read with no authorizer context on the event at all
     answer = app.resolve(http_event("GET", "/v1/projects/demo/audit"), None)
     # Then the overridden caller was the one judged, against the overridden services' store
@@ -31,8 +32,10 @@ def test_without_an_override_the_caller_is_only_what_the_authorizer_put_on_the_e
     # Given the gating function's resolver serving a world, with the services provider in its context
     world = World()
     app = build_resolver("gating", {**ENDPOINTS, "openapi": openapi})
-    event = with_authorizer(http_event("GET", "/v1/whoami", headers={"x-principal": "alice-admin"}),
-                            {"principal_id": "eve", "kind": "human", "sponsor": "", "roles": "{}"})
+    event = with_authorizer(
+        http_event("GET", "/v1/whoami", headers={"x-principal": "alice-admin"}),
+        {"principal_id": "eve", "kind": "human", "sponsor": "", "roles": "{}"},
+    )
     app.append_context(**{SERVICES: lambda: world.services})
     # When whoami is asked with a header that claims another identity
     answer = app.resolve(event, None)

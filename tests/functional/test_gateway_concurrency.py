@@ -12,8 +12,10 @@ from support.world import World
 
 def authorizer(event: dict[str, Any], _context: Any) -> dict[str, Any]:
     principal = event["headers"]["authorization"].removeprefix("Bearer ")
-    return {"isAuthorized": True, "context": {"principal_id": principal, "kind": "human", "sponsor": "",
-                                              "roles": "{}"}}
+    return {
+        "isAuthorized": True,
+        "context": {"principal_id": principal, "kind": "human", "sponsor": "", "roles": "{}"},
+    }
 
 
 def test_concurrent_callers_through_two_gateways_each_see_only_themselves() -> None:
@@ -27,7 +29,9 @@ def test_concurrent_callers_through_two_gateways_each_see_only_themselves() -> N
     def caller(n: int) -> None:
         me = f"p{n}"
         for _ in range(40):
-            status, _headers, body = gateways[n % 2].invoke("GET", "/v1/whoami", {"authorization": f"Bearer {me}"})
+            status, _headers, body = gateways[n % 2].invoke(
+                "GET", "/v1/whoami", {"authorization": f"Bearer {me}"}
+            )
             seen = json.loads(body).get("principal_id") if status == 200 else f"status {status}"
             if seen != me:
                 swaps.append((me, str(seen)))

@@ -3,8 +3,13 @@
 from support.world import BASE, REV
 
 C = "/v1/projects/demo/candidates"
-NEW = {"subject": "payments", "base_revision": BASE, "revision": REV, "environment": "staging",
-       "change": {"files": ["services/payments/api.py"]}}
+NEW = {
+    "subject": "payments",
+    "base_revision": BASE,
+    "revision": REV,
+    "environment": "staging",
+    "change": {"files": ["services/payments/api.py"]},
+}
 
 
 def test_missing_token_is_401_and_a_refused_one_403(api) -> None:
@@ -26,7 +31,11 @@ def test_create_candidate_then_conflict(api) -> None:
     status, _h, body = api.call("POST", C, body=NEW)
     assert status == 201, body
     status, _h, again = api.call("POST", C, body=NEW)
-    assert status == 409 and again["code"] == "CANDIDATE_EXISTS" and again["candidate_id"] == body["candidate_id"]
+    assert (
+        status == 409
+        and again["code"] == "CANDIDATE_EXISTS"
+        and again["candidate_id"] == body["candidate_id"]
+    )
 
 
 def test_identity_in_body_is_refused_as_unknown_field(api) -> None:

@@ -19,9 +19,18 @@ A2 = {"action_id": "A2", "type": "notify", "params": {"channel": "release-room"}
 # The shared set-up requests (support/api.py), as this file uses them: every set-up write must be a first write
 # (no Idempotent-Replay), and every plan carries a second task, T2.
 
-T2 = {"task_id": "T2", "title": "Contract tests", "checks": [
-    {"check_id": "C2", "policy_ref": "unit-tests", "command": "pytest -q payments-api/contract",
-     "expected_exit_code": 0}]}
+T2 = {
+    "task_id": "T2",
+    "title": "Contract tests",
+    "checks": [
+        {
+            "check_id": "C2",
+            "policy_ref": "unit-tests",
+            "command": "pytest -q payments-api/contract",
+            "expected_exit_code": 0,
+        }
+    ],
+}
 ok = partial(shared.ok, fresh=True)
 create = partial(shared.create, fresh=True)
 ready_candidate = partial(shared.ready_candidate, fresh=True, extra_tasks=(T2,))
@@ -34,6 +43,7 @@ def key(value: str) -> dict[str, str]:
 
 # ---- replays ------------------------------------------------------------------------------------------
 
+
 def _route(api, name: str) -> tuple[str | None, str, str, Any]:
     """Given the state a POST route needs: (candidate id, path, caller, body)."""
     if name == "candidates":
@@ -45,26 +55,50 @@ def _route(api, name: str) -> tuple[str | None, str, str, Any]:
     if name == "change-context":
         return r.cid, r.path + "/change-context", "ci", {"change": {"files": ["docs/readme.md"]}}
     if name == "reviews":
-        return r.cid, r.path + "/reviews", "reviewer", {"decision": "approve", "plan_digest": r.digest,
-                                                        "revision": REV, "comment": "ok"}
+        return (
+            r.cid,
+            r.path + "/reviews",
+            "reviewer",
+            {"decision": "approve", "plan_digest": r.digest, "revision": REV, "comment": "ok"},
+        )
     if name == "evidence":
         return r.cid, r.path + "/evidence", "ci", evidence()
     if name == "reports":
-        return r.cid, r.path + "/tasks/T1/reports", "requester", {"plan_digest": r.digest, "status": "failed",
-                                                                  "summary": "red"}
+        return (
+            r.cid,
+            r.path + "/tasks/T1/reports",
+            "requester",
+            {"plan_digest": r.digest, "status": "failed", "summary": "red"},
+        )
     if name == "settlement":
         passed_task(api, r)
         return r.cid, r.path + "/tasks/T1/settlement", "reviewer", {"plan_digest": r.digest, "note": "fine"}
     if name == "decisions":
         return r.cid, r.path + "/decisions", "requester", None
     if name == "executions":
-        return r.cid, r.path + "/actions/A1/executions", "requester", {"plan_digest": r.digest,
-                                                                       "params": A1["params"]}
+        return (
+            r.cid,
+            r.path + "/actions/A1/executions",
+            "requester",
+            {"plan_digest": r.digest, "params": A1["params"]},
+        )
     raise AssertionError(name)
 
 
-@pytest.mark.parametrize("name", ["candidates", "change-context", "proposals", "reviews", "evidence", "reports",
-                                  "settlement", "decisions", "executions"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "candidates",
+        "change-context",
+        "proposals",
+        "reviews",
+        "evidence",
+        "reports",
+        "settlement",
+        "decisions",
+        "executions",
+    ],
+)
 def test_post_replay_returns_the_original_and_appends_nothing(api, name) -> None:
     # Given a successful POST with an Idempotency-Key
     cid, path, who, body = _route(api, name)
@@ -156,12 +190,14 @@ def test_a_stored_plan_answers_its_digest_as_etag_and_a_replayed_proposal_only_t
     assert (status, again, headers.get("idempotent-replay")) == (201, first, "true")
     assert "etag" not in headers, headers
     # And an amendment naming that ETag is stored and answers the new digest as its ETag
-    status, headers, amended = api.call("PUT", f"{C}/{cid}/plan", body=first["plan"],
-                                        headers={"if-match": f'"{first["plan_digest"]}"'})
+    status, headers, amended = api.call(
+        "PUT", f"{C}/{cid}/plan", body=first["plan"], headers={"if-match": f'"{first["plan_digest"]}"'}
+    )
     assert (status, headers.get("etag")) == (201, f'"{amended["plan_digest"]}"'), amended
 
 
 # ---- only successes are kept --------------------------------------------------------------------------
+
 
 def test_refused_execution_key_can_be_used_once_the_refusal_is_gone(api) -> None:
     # Given an unapproved plan: an execution with key K is refused
@@ -171,8 +207,13 @@ def test_refused_execution_key_can_be_used_once_the_refusal_is_gone(api) -> None
     status, _h, refused = api.call("POST", path, body=body, headers=key("K"))
     assert (status, refused["code"]) == (403, "PLAN_NOT_APPROVED")
     # When a reviewer approves and the same request is sent with the same key
-    ok(api, "POST", r.path + "/reviews", as_="reviewer",
-       body={"decision": "approve", "plan_digest": r.digest, "revision": REV})
+    ok(
+        api,
+        "POST",
+        r.path + "/reviews",
+        as_="reviewer",
+        body={"decision": "approve", "plan_digest": r.digest, "revision": REV},
+    )
     status, headers, done = api.call("POST", path, body=body, headers=key("K"))
     # Then it executes: the refusal was not kept for replay
     assert status == 201, done
@@ -183,22 +224,37 @@ def test_refused_execution_key_can_be_used_once_the_refusal_is_gone(api) -> None
 def test_refused_request_then_a_valid_one_with_the_same_key_succeeds(api) -> None:
     r = ready_candidate(api)
     # Evidence: a future-dated body refused, then a valid body with the same key
-    status, _h, body = api.call("POST", r.path + "/evidence", as_="ci",
-                                body=evidence(observed_at="2026-11-30T00:00:00Z"), headers=key("ev"))
+    status, _h, body = api.call(
+        "POST",
+        r.path + "/evidence",
+        as_="ci",
+        body=evidence(observed_at="2026-11-30T00:00:00Z"),
+        headers=key("ev"),
+    )
     assert (status, body["code"]) == (422, "EVIDENCE_FUTURE_DATED")
     stored = ok(api, "POST", r.path + "/evidence", as_="ci", body=evidence(), headers=key("ev"))
     assert stored["outcome"] == "pass"
     # Candidates: an unknown environment refused, then a valid candidate with the same key
-    status, _h, body = api.call("POST", C, body=dict(NEW, revision=OTHER_REV, environment="qa"), headers=key("c"))
+    status, _h, body = api.call(
+        "POST", C, body=dict(NEW, revision=OTHER_REV, environment="qa"), headers=key("c")
+    )
     assert (status, body["code"]) == (422, "UNKNOWN_ENVIRONMENT")
     ok(api, "POST", C, body=dict(NEW, revision=OTHER_REV), headers=key("c"))
     # Reviews: a wrong digest refused, then the right one with the same key
     other = ready_candidate(api, approve=False, revision="d" * 40)
     review = {"decision": "approve", "plan_digest": "0" * 64, "revision": "d" * 40}
-    status, _h, body = api.call("POST", other.path + "/reviews", as_="reviewer", body=review, headers=key("rv"))
+    status, _h, body = api.call(
+        "POST", other.path + "/reviews", as_="reviewer", body=review, headers=key("rv")
+    )
     assert (status, body["code"]) == (409, "DIGEST_MISMATCH")
-    ok(api, "POST", other.path + "/reviews", as_="reviewer", body=dict(review, plan_digest=other.digest),
-       headers=key("rv"))
+    ok(
+        api,
+        "POST",
+        other.path + "/reviews",
+        as_="reviewer",
+        body=dict(review, plan_digest=other.digest),
+        headers=key("rv"),
+    )
 
 
 def test_a_store_failure_keeps_no_key(api) -> None:
@@ -209,14 +265,18 @@ def test_a_store_failure_keeps_no_key(api) -> None:
     class FailingAppend:
         def __getattr__(self, name: str):
             if name == "append":
+
                 def fail(_append):
                     raise StoreUnavailable("append failed")
+
                 return fail
             return getattr(store, name)
 
     api.world.gate.store = FailingAppend()
     try:
-        status, headers, body = api.call("POST", r.path + "/evidence", as_="ci", body=evidence(), headers=key("ev"))
+        status, headers, body = api.call(
+            "POST", r.path + "/evidence", as_="ci", body=evidence(), headers=key("ev")
+        )
     finally:
         api.world.gate.store = store
     assert (status, body["code"]) == (503, "STATE_UNAVAILABLE") and headers.get("retry-after")
@@ -226,17 +286,33 @@ def test_a_store_failure_keeps_no_key(api) -> None:
 
 # ---- keys are scoped per route path -------------------------------------------------------------------
 
+
 def test_the_same_key_on_different_routes_of_one_candidate_is_independent(api) -> None:
     r = ready_candidate(api)
     # When one key is used on evidence, on two tasks' reports, on a decision and on an execution
     ok(api, "POST", r.path + "/evidence", as_="ci", body=evidence(), headers=key("shared"))
-    ok(api, "POST", r.path + "/tasks/T1/reports", body={"plan_digest": r.digest, "status": "failed"},
-       headers=key("shared"))
-    ok(api, "POST", r.path + "/tasks/T2/reports", body={"plan_digest": r.digest, "status": "failed"},
-       headers=key("shared"))
+    ok(
+        api,
+        "POST",
+        r.path + "/tasks/T1/reports",
+        body={"plan_digest": r.digest, "status": "failed"},
+        headers=key("shared"),
+    )
+    ok(
+        api,
+        "POST",
+        r.path + "/tasks/T2/reports",
+        body={"plan_digest": r.digest, "status": "failed"},
+        headers=key("shared"),
+    )
     ok(api, "POST", r.path + "/decisions", headers=key("shared"))
-    ok(api, "POST", r.path + "/actions/A1/executions", body={"plan_digest": r.digest, "params": A1["params"]},
-       headers=key("shared"))
+    ok(
+        api,
+        "POST",
+        r.path + "/actions/A1/executions",
+        body={"plan_digest": r.digest, "params": A1["params"]},
+        headers=key("shared"),
+    )
     # Then each was processed (none a replay, none a conflict): five accepted writes after the setup
     assert audit_length(api, r.cid) == 4 + 5
 
@@ -245,15 +321,27 @@ def test_the_same_key_on_two_candidates_is_independent(api) -> None:
     first = ready_candidate(api)
     second = ready_candidate(api, revision=OTHER_REV)
     a = ok(api, "POST", first.path + "/evidence", as_="ci", body=evidence(), headers=key("shared"))
-    b = ok(api, "POST", second.path + "/evidence", as_="ci", body=evidence(revision=OTHER_REV),
-           headers=key("shared"))
+    b = ok(
+        api,
+        "POST",
+        second.path + "/evidence",
+        as_="ci",
+        body=evidence(revision=OTHER_REV),
+        headers=key("shared"),
+    )
     assert a["evidence_id"] != b["evidence_id"]
 
 
 def test_the_same_key_on_project_and_candidate_routes_is_independent(api) -> None:
     created = ok(api, "POST", C, body=NEW, headers=key("shared"))
-    ok(api, "POST", f"{C}/{created['candidate_id']}/change-context", as_="ci", body={"change": NEW["change"]},
-       headers=key("shared"))
+    ok(
+        api,
+        "POST",
+        f"{C}/{created['candidate_id']}/change-context",
+        as_="ci",
+        body={"change": NEW["change"]},
+        headers=key("shared"),
+    )
     ok(api, "POST", f"{C}/{created['candidate_id']}/proposals", headers=key("shared"))
 
 
@@ -261,10 +349,20 @@ def test_execution_keys_are_scoped_per_action(api) -> None:
     # Given a plan declaring A1 (dispatch_checks) and A2 (notify)
     r = ready_candidate(api, actions=[A1, A2])
     # When both run with one key
-    one = ok(api, "POST", r.path + "/actions/A1/executions", body={"plan_digest": r.digest, "params": A1["params"]},
-             headers=key("shared"))
-    two = ok(api, "POST", r.path + "/actions/A2/executions", body={"plan_digest": r.digest, "params": A2["params"]},
-             headers=key("shared"))
+    one = ok(
+        api,
+        "POST",
+        r.path + "/actions/A1/executions",
+        body={"plan_digest": r.digest, "params": A1["params"]},
+        headers=key("shared"),
+    )
+    two = ok(
+        api,
+        "POST",
+        r.path + "/actions/A2/executions",
+        body={"plan_digest": r.digest, "params": A2["params"]},
+        headers=key("shared"),
+    )
     # Then both side effects left through the outbox
     assert one["execution_id"] != two["execution_id"]
     assert sorted(item["action_id"] for item in api.world.store.outbox) == ["A1", "A2"]

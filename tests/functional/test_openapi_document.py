@@ -12,14 +12,18 @@ def test_every_route_is_documented_and_nothing_else() -> None:
 
 def test_only_health_and_the_document_itself_are_anonymous() -> None:
     doc = openapi_document()
-    anonymous = sorted(path for path, ops in doc["paths"].items() for op in ops.values() if op["security"] == [])
+    anonymous = sorted(
+        path for path, ops in doc["paths"].items() for op in ops.values() if op["security"] == []
+    )
     assert anonymous == ["/v1/health", "/v1/openapi.json"]
 
 
 def test_refusals_are_documented_as_problem_documents() -> None:
     doc = openapi_document()
     review = doc["paths"]["/v1/projects/{project}/candidates/{candidate_id}/reviews"]["post"]["responses"]
-    assert review["422"]["content"]["application/problem+json"]["schema"] == {"$ref": "#/components/schemas/Problem"}
+    assert review["422"]["content"]["application/problem+json"]["schema"] == {
+        "$ref": "#/components/schemas/Problem"
+    }
     assert {"401", "403", "404", "409", "413", "429", "503", "201"} <= set(review)
     assert "HTTPValidationError" not in doc["components"]["schemas"]
 

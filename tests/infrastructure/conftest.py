@@ -32,7 +32,9 @@ def synthesized_dirs(built: Path, shared_dir: Path) -> tuple[Path, Path]:
             # acknowledgement the code makes (test_checks compares the two). The template is the same either
             # way: an acknowledgement is only metadata.
             with pytest.MonkeyPatch.context() as patch:
-                patch.setattr(cdk.Validations, "of", WithheldAcknowledgements(cdk.Validations.of, recorded).of)
+                patch.setattr(
+                    cdk.Validations, "of", WithheldAcknowledgements(cdk.Validations.of, recorded).of
+                )
                 app, _ = build_app(CONTEXT, outdir=str(branches), build_dir=built)
                 with pytest.raises(RuntimeError, match="ValidationFailed"):
                     app.synth()
@@ -49,11 +51,14 @@ def synthesized_dirs(built: Path, shared_dir: Path) -> tuple[Path, Path]:
 
 def _synthesized(outdir: Path, stack: str, built: Path, shared_dir: Path) -> Synthesized:
     run = json.loads((shared_dir / "synth.json").read_text())
-    return Synthesized(outdir=outdir, build_dir=built,
-                       template=json.loads((outdir / f"{stack}.template.json").read_text()),
-                       nag_findings=nag_findings(outdir),
-                       acknowledgements=[tuple(a) for a in run["acknowledgements"]],
-                       failure=run["defaults_failure"] if outdir.name.endswith("defaults") else "")
+    return Synthesized(
+        outdir=outdir,
+        build_dir=built,
+        template=json.loads((outdir / f"{stack}.template.json").read_text()),
+        nag_findings=nag_findings(outdir),
+        acknowledgements=[tuple(a) for a in run["acknowledgements"]],
+        failure=run["defaults_failure"] if outdir.name.endswith("defaults") else "",
+    )
 
 
 @pytest.fixture(scope="session")

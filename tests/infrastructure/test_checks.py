@@ -13,7 +13,9 @@ from support.infra import EVERY_FUNCTION, REPO, STACK, Synthesized
 CFN_LINT = Path(sys.executable).with_name("cfn-lint")
 
 
-def test_cdk_nag_findings_are_exactly_the_acknowledged_ones_each_with_a_reason(synthesized: Synthesized) -> None:
+def test_cdk_nag_findings_are_exactly_the_acknowledged_ones_each_with_a_reason(
+    synthesized: Synthesized,
+) -> None:
     # Given the findings cdk-nag raised with every acknowledgement withheld, and the acknowledgements the
     # code makes (conftest records them instead of applying them)
     findings, acknowledgements = synthesized.nag_findings, synthesized.acknowledgements
@@ -30,7 +32,12 @@ def test_cdk_nag_findings_are_exactly_the_acknowledged_ones_each_with_a_reason(s
     assert [a for a in acknowledgements if not any(covers(a, f) for f in findings)] == []
     assert all(len(reason) >= 80 for _, _, reason in acknowledgements)
     assert {rule.split("[")[0] for _, rule, _ in acknowledgements} == {
-        "AwsSolutions-IAM5", "AwsSolutions-L1", "AwsSolutions-APIG4", "AwsSolutions-SMG4", "AwsSolutions-SQS3"}
+        "AwsSolutions-IAM5",
+        "AwsSolutions-L1",
+        "AwsSolutions-APIG4",
+        "AwsSolutions-SMG4",
+        "AwsSolutions-SQS3",
+    }
 
 
 def test_the_default_settings_synthesize_cleanly(synthesized_defaults: Synthesized) -> None:
@@ -43,8 +50,12 @@ def test_the_default_settings_synthesize_cleanly(synthesized_defaults: Synthesiz
     assert "bedrock" not in json.dumps(synth.template)
     # And the synth warned that alarms reach only the topic
     metadata = json.loads((synth.outdir / f"{names.stack_name('dev')}.metadata.json").read_text())
-    assert any("alarmEmail is empty" in str(entry["data"]) for entries in metadata.values() for entry in entries
-               if entry["type"] == "aws:cdk:warning")
+    assert any(
+        "alarmEmail is empty" in str(entry["data"])
+        for entries in metadata.values()
+        for entry in entries
+        if entry["type"] == "aws:cdk:warning"
+    )
 
 
 def test_cfn_lint_passes_on_the_synthesized_template(synthesized: Synthesized) -> None:
@@ -65,18 +76,21 @@ def test_the_outputs_are_the_stable_keys_of_the_names_module(synthesized: Synthe
     assert set(outputs) == expected
     assert names.function_output_key("gating") == "GatingFunctionName"
     # And the API URL is the API's endpoint (no stage path, no trailing slash: clients append /v1/...)
-    assert outputs[names.OUTPUT_API_URL]["Value"] == {"Fn::GetAtt": [
-        next(iter(synthesized.of_type("AWS::ApiGatewayV2::Api"))), "ApiEndpoint"]}
+    assert outputs[names.OUTPUT_API_URL]["Value"] == {
+        "Fn::GetAtt": [next(iter(synthesized.of_type("AWS::ApiGatewayV2::Api"))), "ApiEndpoint"]
+    }
     assert names.stack_name("test") == STACK == "Sentinel-test"
 
 
 def test_the_names_module_and_the_route_table_build_no_client_and_import_nothing_of_infra() -> None:
     # Given the modules infra imports from the service (names and the route table, and what they pull in)
-    probe = ("import boto3, boto3.session\n"
-             "def refuse(*a, **k): raise SystemExit('an AWS client was built at import time')\n"
-             "boto3.client = boto3.resource = boto3.session.Session.client = refuse\n"
-             "import sentinel_service.names, sentinel_service.http.routes\n"
-             "import sys; print(sorted(m for m in sys.modules if m == 'sentinel_infra' or m.startswith('sentinel_infra.')))")
+    probe = (
+        "import boto3, boto3.session\n"
+        "def refuse(*a, **k): raise SystemExit('an AWS client was built at import time')\n"
+        "boto3.client = boto3.resource = boto3.session.Session.client = refuse\n"
+        "import sentinel_service.names, sentinel_service.http.routes\n"
+        "import sys; print(sorted(m for m in sys.modules if m == 'sentinel_infra' or m.startswith('sentinel_infra.')))"
+    )
     # When they are imported with client construction refused
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
     # Then no client was built, and no infra module came along
@@ -92,10 +106,18 @@ def test_no_function_module_imports_infra() -> None:
     offenders = []
     for path in (REPO / "src" / "sentinel_service").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            offenders += [f"{path.relative_to(REPO)}: {m}" for m in modules if m == "sentinel_infra" or
-                          m.startswith("sentinel_infra.")]
+            modules = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            offenders += [
+                f"{path.relative_to(REPO)}: {m}"
+                for m in modules
+                if m == "sentinel_infra" or m.startswith("sentinel_infra.")
+            ]
     # Then none imports infra
     assert offenders == []
 

@@ -21,10 +21,20 @@ HANDLERS = (*ROUTED, "authorizer")
 
 # What the validating resolver and the core bring: Powertools (which imports botocore's top package for
 # its user agent, and jmespath for its data classes), pydantic, rfc8785, defusedxml.
-RESOLVER_DEPENDENCIES = frozenset({
-    "annotated_types", "aws_lambda_powertools", "botocore", "defusedxml", "jmespath", "pydantic",
-    "pydantic_core", "rfc8785", "typing_extensions", "typing_inspection",
-})
+RESOLVER_DEPENDENCIES = frozenset(
+    {
+        "annotated_types",
+        "aws_lambda_powertools",
+        "botocore",
+        "defusedxml",
+        "jmespath",
+        "pydantic",
+        "pydantic_core",
+        "rfc8785",
+        "typing_extensions",
+        "typing_inspection",
+    }
+)
 ALLOWED_THIRD_PARTY = {name: RESOLVER_DEPENDENCIES for name in ROUTED} | {
     # botocore.exceptions to judge store errors, nothing else: the identity constants it needs live in the
     # pydantic-free sentinel_domain.identity (pydantic would cost about 90 ms with bytecode, 200 ms without).
@@ -32,11 +42,26 @@ ALLOWED_THIRD_PARTY = {name: RESOLVER_DEPENDENCIES for name in ROUTED} | {
 }
 # Powertools subpackages: aws_lambda_powertools/__init__ loads logging, metrics and tracing (the Tracer
 # class, never the X-Ray SDK); the event handler loads its data classes and jmespath helpers.
-ALLOWED_POWERTOOLS = {name: frozenset({
-    "event_handler", "exceptions", "logging", "metrics", "middleware_factory", "package_logger", "shared",
-    "tracing", "utilities", "warnings"}) for name in ROUTED} | {"authorizer": frozenset()}
+ALLOWED_POWERTOOLS = {
+    name: frozenset(
+        {
+            "event_handler",
+            "exceptions",
+            "logging",
+            "metrics",
+            "middleware_factory",
+            "package_logger",
+            "shared",
+            "tracing",
+            "utilities",
+            "warnings",
+        }
+    )
+    for name in ROUTED
+} | {"authorizer": frozenset()}
 ALLOWED_POWERTOOLS_UTILITIES = {name: frozenset({"data_classes", "jmespath_utils"}) for name in ROUTED} | {
-    "authorizer": frozenset()}
+    "authorizer": frozenset()
+}
 
 # Never at import, whatever the handler: each would cost every cold start and do nothing for it.
 NEVER_AT_IMPORT = {
@@ -65,14 +90,27 @@ print(json.dumps(sorted(sys.modules)))
 
 @cache
 def modules_loaded_by(handler: str) -> frozenset[str]:
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8",
-           "PYTHONDONTWRITEBYTECODE": "1", "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "testing",
-           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_CONFIG_FILE": os.devnull,
-           "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-           # As on Lambda: a Tracer added at import would switch tracing on and load the X-Ray SDK here too.
-           "AWS_LAMBDA_FUNCTION_NAME": f"sentinel-{handler}"}
-    out = subprocess.run([sys.executable, "-c", PROBE, f"sentinel_service.handlers.{handler}"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=60)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        # As on Lambda: a Tracer added at import would switch tracing on and load the X-Ray SDK here too.
+        "AWS_LAMBDA_FUNCTION_NAME": f"sentinel-{handler}",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, f"sentinel_service.handlers.{handler}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, f"importing sentinel_service.handlers.{handler} failed:\n{out.stderr[-3000:]}"
     return frozenset(json.loads(out.stdout.strip().splitlines()[-1]))
 

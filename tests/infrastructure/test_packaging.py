@@ -23,7 +23,10 @@ def test_building_twice_gives_identical_bytes_and_digests(built: Path, tmp_path:
     # Then every zip is byte-for-byte the same, and so are the digests recorded for it
     for key, zip_name in packaging.PACKAGES.items():
         assert (tmp_path / zip_name).read_bytes() == (built / zip_name).read_bytes(), zip_name
-        assert (again[key].sha256, again[key].code_sha256) == (first[key]["sha256"], first[key]["code_sha256"])
+        assert (again[key].sha256, again[key].code_sha256) == (
+            first[key]["sha256"],
+            first[key]["code_sha256"],
+        )
     second = json.loads((tmp_path / packaging.DIGESTS_FILE).read_text())["packages"]
     assert {k: v["sha256"] for k, v in second.items()} == {k: v["sha256"] for k, v in first.items()}
 
@@ -39,8 +42,11 @@ def test_digests_are_the_sha256_of_each_zip_in_hex_and_in_lambdas_base64(built: 
         assert entry["sha256"] == digest.hex()
         assert entry["code_sha256"] == base64.b64encode(digest).decode()
         assert entry["bytes"] == (built / zip_name).stat().st_size
-    assert manifest["runtime"] == {"python": runtime.PYTHON_VERSION, "architecture": runtime.LAMBDA_ARCHITECTURE,
-                                   "pip_platform": runtime.PIP_PLATFORM}
+    assert manifest["runtime"] == {
+        "python": runtime.PYTHON_VERSION,
+        "architecture": runtime.LAMBDA_ARCHITECTURE,
+        "pip_platform": runtime.PIP_PLATFORM,
+    }
 
 
 def test_every_entry_is_sorted_with_fixed_time_and_mode_and_no_bytecode(built: Path) -> None:
@@ -70,8 +76,11 @@ def test_the_function_zip_holds_every_handler_at_the_path_lambda_imports(built: 
     # And it holds the service package and nothing else (the core ships in its layer)
     assert {n.split("/")[0] for n in names} == {"sentinel_service"}
     src = REPO / "src"
-    expected = {p.relative_to(src).as_posix() for p in (src / "sentinel_service").rglob("*")
-                if p.suffix in packaging.SOURCE_SUFFIXES and "__pycache__" not in p.parts}
+    expected = {
+        p.relative_to(src).as_posix()
+        for p in (src / "sentinel_service").rglob("*")
+        if p.suffix in packaging.SOURCE_SUFFIXES and "__pycache__" not in p.parts
+    }
     assert names == expected
 
 
@@ -81,8 +90,11 @@ def test_the_core_layer_is_python_sentinel_domain(built: Path) -> None:
         names = set(archive.namelist())
     src = REPO / "src"
     # Then it holds the domain core under python/sentinel_domain/, which Lambda puts on the path as /opt/python
-    assert names == {"python/" + p.relative_to(src).as_posix() for p in (src / "sentinel_domain").rglob("*.py")
-                     if "__pycache__" not in p.parts}
+    assert names == {
+        "python/" + p.relative_to(src).as_posix()
+        for p in (src / "sentinel_domain").rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
 
 
 def test_the_deps_layer_holds_the_locked_packages_for_the_runtime_and_not_boto3(built: Path) -> None:
@@ -92,8 +104,13 @@ def test_the_deps_layer_holds_the_locked_packages_for_the_runtime_and_not_boto3(
     top = {n.split("/")[1] for n in names}
     # Then everything sits under python/, with one .dist-info per locked package
     assert {n.split("/")[0] for n in names} == {"python"}
-    installed = {packaging._normal(t.removesuffix(".dist-info").rsplit("-", 1)[0]):
-                 t.removesuffix(".dist-info").rsplit("-", 1)[1] for t in top if t.endswith(".dist-info")}
+    installed = {
+        packaging._normal(t.removesuffix(".dist-info").rsplit("-", 1)[0]): t.removesuffix(
+            ".dist-info"
+        ).rsplit("-", 1)[1]
+        for t in top
+        if t.endswith(".dist-info")
+    }
     assert installed == packaging.parse_lock()
     # And the compiled extensions are the runtime's (CPython 3.13 on aarch64), not the build machine's
     extensions = [n for n in names if n.endswith(".so")]

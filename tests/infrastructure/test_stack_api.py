@@ -32,9 +32,13 @@ def test_the_routes_are_exactly_the_route_table(synthesized: Synthesized) -> Non
 
 def test_each_route_reaches_the_alias_of_its_own_function(synthesized: Synthesized) -> None:
     # Given the integrations and which alias each one invokes
-    aliases = {k: ref_name(v["Properties"]["FunctionName"])
-               for k, v in synthesized.of_type("AWS::Lambda::Alias").items()}
-    function_of_logical_id = {logical_id: name for name, (logical_id, _) in functions_by_name(synthesized).items()}
+    aliases = {
+        k: ref_name(v["Properties"]["FunctionName"])
+        for k, v in synthesized.of_type("AWS::Lambda::Alias").items()
+    }
+    function_of_logical_id = {
+        logical_id: name for name, (logical_id, _) in functions_by_name(synthesized).items()
+    }
     integrations = {}
     for logical_id, integration in synthesized.of_type("AWS::ApiGatewayV2::Integration").items():
         props = integration["Properties"]
@@ -47,7 +51,9 @@ def test_each_route_reaches_the_alias_of_its_own_function(synthesized: Synthesiz
         assert integrations[ref_name(target)] == route.function
 
 
-def test_the_authorizer_guards_every_route_but_health_and_the_openapi_document(synthesized: Synthesized) -> None:
+def test_the_authorizer_guards_every_route_but_health_and_the_openapi_document(
+    synthesized: Synthesized,
+) -> None:
     # Given the one authorizer and every route
     (authorizer_id,) = synthesized.of_type("AWS::ApiGatewayV2::Authorizer")
     for key, route in routes(synthesized).items():
@@ -63,7 +69,8 @@ def test_the_authorizer_guards_every_route_but_health_and_the_openapi_document(s
 
 
 def test_the_authorizer_reads_the_authorization_header_with_simple_responses_cached_30_seconds(
-        synthesized: Synthesized) -> None:
+    synthesized: Synthesized,
+) -> None:
     # Given the authorizer
     (authorizer,) = synthesized.properties("AWS::ApiGatewayV2::Authorizer")
     # Then it is a payload 2.0 Lambda REQUEST authorizer on the Authorization header, with simple responses
@@ -74,9 +81,12 @@ def test_the_authorizer_reads_the_authorization_header_with_simple_responses_cac
     # And its answers are cached for at most 30 seconds: the documented revocation window
     assert authorizer["AuthorizerResultTtlInSeconds"] == 30
     # And it calls the authorizer function's live alias
-    authorizer_alias = [k for k, v in synthesized.of_type("AWS::Lambda::Alias").items()
-                        if ref_name(v["Properties"]["FunctionName"]) ==
-                        functions_by_name(synthesized)[names.AUTHORIZER_FUNCTION][0]]
+    authorizer_alias = [
+        k
+        for k, v in synthesized.of_type("AWS::Lambda::Alias").items()
+        if ref_name(v["Properties"]["FunctionName"])
+        == functions_by_name(synthesized)[names.AUTHORIZER_FUNCTION][0]
+    ]
     assert json.dumps(authorizer["AuthorizerUri"]).count(authorizer_alias[0]) == 1
 
 
@@ -85,16 +95,20 @@ def test_the_stage_and_every_route_are_throttled(synthesized: Synthesized) -> No
     config = DeploymentConfig()
     props = stage(synthesized)
     # Then the stage as a whole is throttled
-    assert props["DefaultRouteSettings"] == {"ThrottlingRateLimit": config.api_rate_limit,
-                                             "ThrottlingBurstLimit": config.api_burst_limit}
+    assert props["DefaultRouteSettings"] == {
+        "ThrottlingRateLimit": config.api_rate_limit,
+        "ThrottlingBurstLimit": config.api_burst_limit,
+    }
     # And each route has its own limit: anonymous routes and proposals lowest, writes below reads
     settings = props["RouteSettings"]
     assert set(settings) == set(routes(synthesized))
     for route in ROUTES:
         limits = settings[f"{route.method} {route.path}"]
         kind = throttle_class(route)
-        assert (limits["ThrottlingRateLimit"], limits["ThrottlingBurstLimit"]) == \
-            (getattr(config, f"{kind}_rate_limit"), getattr(config, f"{kind}_burst_limit"))
+        assert (limits["ThrottlingRateLimit"], limits["ThrottlingBurstLimit"]) == (
+            getattr(config, f"{kind}_rate_limit"),
+            getattr(config, f"{kind}_burst_limit"),
+        )
     proposals = settings["POST /v1/projects/{project}/candidates/{candidate_id}/proposals"]
     assert proposals["ThrottlingRateLimit"] == config.proposal_rate_limit
     assert settings["GET /v1/health"]["ThrottlingRateLimit"] == config.public_rate_limit
@@ -120,21 +134,35 @@ def test_nothing_is_public_but_the_health_and_openapi_routes(synthesized: Synthe
     kinds = {r["Type"] for r in synthesized.resources.values()}
     # Then nothing is reachable from outside except through the API: no function URL, bucket, domain or
     # second API
-    assert not kinds & {"AWS::Lambda::Url", "AWS::S3::Bucket", "AWS::ApiGatewayV2::DomainName",
-                        "AWS::ApiGateway::RestApi", "AWS::CloudFront::Distribution", "AWS::Events::EventBusPolicy"}
+    assert not kinds & {
+        "AWS::Lambda::Url",
+        "AWS::S3::Bucket",
+        "AWS::ApiGatewayV2::DomainName",
+        "AWS::ApiGateway::RestApi",
+        "AWS::CloudFront::Distribution",
+        "AWS::Events::EventBusPolicy",
+    }
     # And only API Gateway of this API may invoke a function, on a named route or as the authorizer
     (api_id,) = synthesized.of_type("AWS::ApiGatewayV2::Api")
     for permission in synthesized.properties("AWS::Lambda::Permission"):
         assert permission["Principal"] == "apigateway.amazonaws.com"
         assert api_id in json.dumps(permission["SourceArn"])
     # And no resource policy allows anyone at all
-    for kind in ("AWS::SQS::QueuePolicy", "AWS::SNS::TopicPolicy", "AWS::KMS::Key", "AWS::SecretsManager::Secret"):
+    for kind in (
+        "AWS::SQS::QueuePolicy",
+        "AWS::SNS::TopicPolicy",
+        "AWS::KMS::Key",
+        "AWS::SecretsManager::Secret",
+    ):
         for props in synthesized.properties(kind):
             document = props.get("PolicyDocument") or props.get("KeyPolicy") or {"Statement": []}
             for statement in document["Statement"]:
                 if statement["Effect"] == "Allow":
-                    principals = as_list(statement["Principal"].get("AWS", [])) \
-                        if isinstance(statement["Principal"], dict) else [statement["Principal"]]
+                    principals = (
+                        as_list(statement["Principal"].get("AWS", []))
+                        if isinstance(statement["Principal"], dict)
+                        else [statement["Principal"]]
+                    )
                     assert "*" not in principals, (kind, statement)
     # And the only routes without the authorizer are the two public ones
     assert {k for k, r in routes(synthesized).items() if r["AuthorizationType"] == "NONE"} == PUBLIC

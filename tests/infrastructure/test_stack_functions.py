@@ -29,7 +29,8 @@ def test_one_function_per_concern_plus_the_authorizer(synthesized: Synthesized) 
 
 
 def test_every_function_runs_on_the_one_runtime_with_json_logs_tracing_and_bounded_timeouts(
-        synthesized: Synthesized) -> None:
+    synthesized: Synthesized,
+) -> None:
     for name, (_, props) in functions_by_name(synthesized).items():
         # Given one function, then it runs Python 3.13 on arm64 (named once, in infra/runtime.py)
         assert props["Runtime"] == runtime.LAMBDA_RUNTIME == "python3.13"
@@ -55,7 +56,9 @@ def test_functions_run_the_built_zip_with_both_layers_and_report_its_digest(synt
     descriptions = " ".join(layer["Properties"]["Description"] for layer in layers.values())
     # Then the layers are the core and the deps zips, named by their digests
     assert len(layers) == 2
-    assert packages["core_layer"]["sha256"] in descriptions and packages["deps_layer"]["sha256"] in descriptions
+    assert (
+        packages["core_layer"]["sha256"] in descriptions and packages["deps_layer"]["sha256"] in descriptions
+    )
     for layer in layers.values():
         assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
         assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
@@ -66,8 +69,11 @@ def test_functions_run_the_built_zip_with_both_layers_and_report_its_digest(synt
         assert props["Environment"]["Variables"][names.ENV_RUNTIME] == "aws_lambda"
     # And the assets CDK uploads are the built zips byte for byte, so Lambda's CodeSha256 is the build's
     assets = json.loads((synthesized.outdir / f"{STACK}.assets.json").read_text())["files"].values()
-    uploaded = {hashlib.sha256((synthesized.outdir / a["source"]["path"]).read_bytes()).hexdigest()
-                for a in assets if a["source"]["path"].endswith(".zip")}
+    uploaded = {
+        hashlib.sha256((synthesized.outdir / a["source"]["path"]).read_bytes()).hexdigest()
+        for a in assets
+        if a["source"]["path"].endswith(".zip")
+    }
     assert uploaded == {packages[k]["sha256"] for k in ("functions", "core_layer", "deps_layer")}
 
 
@@ -75,8 +81,10 @@ def test_the_environment_is_what_the_settings_read(synthesized: Synthesized) -> 
     functions = functions_by_name(synthesized)
     for name, (_, props) in functions.items():
         # Given a function's environment with its references replaced by markers
-        env = {k: v if isinstance(v, str) else f"<{ref_name(v)}>" for k, v in
-               props["Environment"]["Variables"].items()}
+        env = {
+            k: v if isinstance(v, str) else f"<{ref_name(v)}>"
+            for k, v in props["Environment"]["Variables"].items()
+        }
         # When sentinel_service.settings reads it
         settings = Settings.from_env(env)
         # Then the function runs as aws_lambda with the model the context named
@@ -93,32 +101,48 @@ def test_the_environment_is_what_the_settings_read(synthesized: Synthesized) -> 
             assert settings.state_table.startswith("<TablesState")
             assert settings.token_key_secret_arn is None
     # And only the plans function gets the model's budget
-    assert {n for n, (_, p) in functions.items() if names.ENV_MODEL_BUDGET_SECONDS in
-            p["Environment"]["Variables"]} == {"plans"}
+    assert {
+        n
+        for n, (_, p) in functions.items()
+        if names.ENV_MODEL_BUDGET_SECONDS in p["Environment"]["Variables"]
+    } == {"plans"}
 
 
 @pytest.mark.parametrize("name", EVERY_FUNCTION)
-def test_the_api_invokes_a_published_version_through_the_live_alias(synthesized: Synthesized, name: str) -> None:
+def test_the_api_invokes_a_published_version_through_the_live_alias(
+    synthesized: Synthesized, name: str
+) -> None:
     # Given the function, its versions and aliases
     logical_id, _ = functions_by_name(synthesized)[name]
-    versions = {k for k, v in synthesized.of_type("AWS::Lambda::Version").items()
-                if ref_name(v["Properties"]["FunctionName"]) == logical_id}
-    aliases = {k: v["Properties"] for k, v in synthesized.of_type("AWS::Lambda::Alias").items()
-               if ref_name(v["Properties"]["FunctionName"]) == logical_id}
+    versions = {
+        k
+        for k, v in synthesized.of_type("AWS::Lambda::Version").items()
+        if ref_name(v["Properties"]["FunctionName"]) == logical_id
+    }
+    aliases = {
+        k: v["Properties"]
+        for k, v in synthesized.of_type("AWS::Lambda::Alias").items()
+        if ref_name(v["Properties"]["FunctionName"]) == logical_id
+    }
     # Then one version is published and the `live` alias points at it
     assert len(versions) == 1 and len(aliases) == 1
     alias_id, alias = next(iter(aliases.items()))
     assert alias["Name"] == names.LIVE_ALIAS
     assert ref_name(alias["FunctionVersion"]) in versions
     # And every API Gateway permission to invoke it names the alias, never the bare function
-    permissions = [p for p in synthesized.properties("AWS::Lambda::Permission")
-                   if ref_name(p["FunctionName"]) in (logical_id, alias_id)]
+    permissions = [
+        p
+        for p in synthesized.properties("AWS::Lambda::Permission")
+        if ref_name(p["FunctionName"]) in (logical_id, alias_id)
+    ]
     assert permissions and all(ref_name(p["FunctionName"]) == alias_id for p in permissions)
 
 
 def test_only_the_plans_function_reserves_concurrency(synthesized: Synthesized) -> None:
     # Given every function, then only plans (proposals may call a paid model) has reserved concurrency
-    reserved = {name: props.get("ReservedConcurrentExecutions")
-                for name, (_, props) in functions_by_name(synthesized).items()}
+    reserved = {
+        name: props.get("ReservedConcurrentExecutions")
+        for name, (_, props) in functions_by_name(synthesized).items()
+    }
     assert reserved.pop("plans") == DeploymentConfig().plans_reserved_concurrency
     assert set(reserved.values()) == {None}

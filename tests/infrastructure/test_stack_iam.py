@@ -13,11 +13,23 @@ from support.infra import EVERY_FUNCTION, REPO, Synthesized, as_list, functions_
 
 # The DynamoDB calls the local runner's relay makes; on AWS the relay is the stream and the pipes.
 RELAY_ONLY = {"_scan", "pending_outbox", "mark_relayed", "chain_heads"}
-TRANSACTION_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
-                       "ConditionCheck": "ConditionCheckItem"}
-PASCAL = {"get_item": "GetItem", "query": "Query", "put_item": "PutItem", "delete_item": "DeleteItem",
-          "update_item": "UpdateItem", "scan": "Scan", "transact_write_items": "TransactWriteItems",
-          "batch_get_item": "BatchGetItem", "batch_write_item": "BatchWriteItem"}
+TRANSACTION_ACTIONS = {
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+}
+PASCAL = {
+    "get_item": "GetItem",
+    "query": "Query",
+    "put_item": "PutItem",
+    "delete_item": "DeleteItem",
+    "update_item": "UpdateItem",
+    "scan": "Scan",
+    "transact_write_items": "TransactWriteItems",
+    "batch_get_item": "BatchGetItem",
+    "batch_write_item": "BatchWriteItem",
+}
 
 
 def issued_by(path: Path, class_name: str, skip: set[str] = frozenset()) -> set[str]:
@@ -33,18 +45,28 @@ def issued_by(path: Path, class_name: str, skip: set[str] = frozenset()) -> set[
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 if node.func.attr == "_call" and node.args and isinstance(node.args[0], ast.Constant):
                     actions.add(node.args[0].value)
-                elif node.func.attr in PASCAL and getattr(node.func.value, "attr", "") in ("_client", "client"):
+                elif node.func.attr in PASCAL and getattr(node.func.value, "attr", "") in (
+                    "_client",
+                    "client",
+                ):
                     actions.add(PASCAL[node.func.attr])
             if isinstance(node, ast.Dict):
-                actions |= {TRANSACTION_ACTIONS[k.value] for k in node.keys
-                            if isinstance(k, ast.Constant) and k.value in TRANSACTION_ACTIONS}
+                actions |= {
+                    TRANSACTION_ACTIONS[k.value]
+                    for k in node.keys
+                    if isinstance(k, ast.Constant) and k.value in TRANSACTION_ACTIONS
+                }
     actions.discard("TransactWriteItems")  # not an IAM action: each item inside is authorised by its own kind
     return {"dynamodb:" + a for a in actions}
 
 
 def policies_of(synth: Synthesized, role_id: str) -> list[dict[str, Any]]:
-    return [s for p in synth.of_type("AWS::IAM::Policy").values()
-            if role_id in [ref_name(r) for r in p["Properties"]["Roles"]] for s in statements(p)]
+    return [
+        s
+        for p in synth.of_type("AWS::IAM::Policy").values()
+        if role_id in [ref_name(r) for r in p["Properties"]["Roles"]]
+        for s in statements(p)
+    ]
 
 
 def role_of(synth: Synthesized, function: str) -> str:
@@ -84,7 +106,9 @@ def test_the_granted_state_actions_are_exactly_what_the_store_issues() -> None:
 
 
 @pytest.mark.parametrize("function", EVERY_FUNCTION)
-def test_each_function_has_its_own_role_with_only_its_actions(synthesized: Synthesized, function: str) -> None:
+def test_each_function_has_its_own_role_with_only_its_actions(
+    synthesized: Synthesized, function: str
+) -> None:
     # Given one function's role and the tables
     state, principals = table_ids(synthesized)
     (secret,) = synthesized.of_type("AWS::SecretsManager::Secret")
@@ -99,7 +123,10 @@ def test_each_function_has_its_own_role_with_only_its_actions(synthesized: Synth
     assert allowed.pop("*") == {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
     if function == names.AUTHORIZER_FUNCTION:
         # And the authorizer only reads principals and the token key
-        assert allowed == {principals: set(PRINCIPAL_READER_ACTIONS), secret: {"secretsmanager:GetSecretValue"}}
+        assert allowed == {
+            principals: set(PRINCIPAL_READER_ACTIONS),
+            secret: {"secretsmanager:GetSecretValue"},
+        }
     elif function == "health":
         assert allowed == {state: set(STATE_PROBE_ACTIONS)}
     elif function == "plans":
@@ -111,7 +138,8 @@ def test_each_function_has_its_own_role_with_only_its_actions(synthesized: Synth
 
 
 def test_no_function_may_write_the_principals_table_or_read_the_token_key_but_the_authorizer(
-        synthesized: Synthesized) -> None:
+    synthesized: Synthesized,
+) -> None:
     _, principals = table_ids(synthesized)
     (secret,) = synthesized.of_type("AWS::SecretsManager::Secret")
     for function in EVERY_FUNCTION:

@@ -26,15 +26,20 @@ def function_dimension(props: dict[str, Any]) -> str | None:
 
 
 @pytest.mark.parametrize("function", EVERY_FUNCTION)
-def test_every_function_alarms_on_errors_throttles_spikes_and_slow_p95(synthesized: Synthesized,
-                                                                      function: str) -> None:
+def test_every_function_alarms_on_errors_throttles_spikes_and_slow_p95(
+    synthesized: Synthesized, function: str
+) -> None:
     # Given one function
     logical_id, _ = functions_by_name(synthesized)[function]
     expected = {
         "errors": ("Errors", "Sum", 1, "GreaterThanOrEqualToThreshold"),
         "throttles": ("Throttles", "Sum", 1, "GreaterThanOrEqualToThreshold"),
-        "invocation-spike": ("Invocations", "Sum", DeploymentConfig().invocation_spike_threshold,
-                             "GreaterThanThreshold"),
+        "invocation-spike": (
+            "Invocations",
+            "Sum",
+            DeploymentConfig().invocation_spike_threshold,
+            "GreaterThanThreshold",
+        ),
         # p95 above 80% of the function's own timeout, in milliseconds
         "duration-p95": ("Duration", "p95", timeout_seconds(function) * 1000 * 0.8, "GreaterThanThreshold"),
     }
@@ -63,44 +68,62 @@ def test_api_alarms_on_5xx_and_on_the_4xx_rate(synthesized: Synthesized) -> None
     (api_id,) = synthesized.of_type("AWS::ApiGatewayV2::Api")
     server = alarm(synthesized, "api-5xx")
     # Then 5xx answers page
-    assert (server["Namespace"], server["MetricName"], server["Statistic"]) == ("AWS/ApiGateway", "5xx", "Sum")
+    assert (server["Namespace"], server["MetricName"], server["Statistic"]) == (
+        "AWS/ApiGateway",
+        "5xx",
+        "Sum",
+    )
     assert ref_name(server["Dimensions"][0]["Value"]) == api_id
     # And the 4xx rate pages above 25% of requests, once there are at least 20 of them
     rate = alarm(synthesized, "api-4xx-rate")
     (expression,) = [m for m in rate["Metrics"] if "Expression" in m]
     assert expression["Expression"] == "IF(requests >= 20, 100 * errors / requests, 0)"
-    assert {m["Id"]: m["MetricStat"]["Metric"]["MetricName"] for m in rate["Metrics"] if "MetricStat" in m} == \
-        {"errors": "4xx", "requests": "Count"}
+    assert {
+        m["Id"]: m["MetricStat"]["Metric"]["MetricName"] for m in rate["Metrics"] if "MetricStat" in m
+    } == {"errors": "4xx", "requests": "Count"}
     assert (rate["Threshold"], rate["ComparisonOperator"]) == (25, "GreaterThanThreshold")
 
 
-def test_authorizer_denials_are_counted_from_access_logs_and_alarm_on_a_spike(synthesized: Synthesized) -> None:
+def test_authorizer_denials_are_counted_from_access_logs_and_alarm_on_a_spike(
+    synthesized: Synthesized,
+) -> None:
     # Given the metric filter on the access logs
     (metric_filter,) = synthesized.properties("AWS::Logs::MetricFilter")
     (transformation,) = metric_filter["MetricTransformations"]
     # Then it counts 403s that never reached an integration (the authorizer refused them), per API
     assert metric_filter["FilterPattern"] == '{ ($.status = "403") && ($.integrationStatus = "-") }'
-    assert (transformation["MetricNamespace"], transformation["MetricName"]) == \
-        (names.GATEWAY_NAMESPACE, names.AUTHORIZER_DENIALS_METRIC)
+    assert (transformation["MetricNamespace"], transformation["MetricName"]) == (
+        names.GATEWAY_NAMESPACE,
+        names.AUTHORIZER_DENIALS_METRIC,
+    )
     assert transformation["Dimensions"] == [{"Key": names.GATEWAY_API_DIMENSION, "Value": "$.apiId"}]
     # And an alarm fires above the configured number in 5 minutes
     props = alarm(synthesized, "authorizer-denials")
-    assert (props["Namespace"], props["MetricName"]) == (names.GATEWAY_NAMESPACE, names.AUTHORIZER_DENIALS_METRIC)
+    assert (props["Namespace"], props["MetricName"]) == (
+        names.GATEWAY_NAMESPACE,
+        names.AUTHORIZER_DENIALS_METRIC,
+    )
     assert props["Threshold"] == DeploymentConfig().authorizer_denials_threshold
 
 
 @pytest.mark.parametrize("table", ["state", "principals"])
 @pytest.mark.parametrize("metric", ["ThrottledRequests", "SystemErrors"])
-def test_dynamodb_throttles_and_system_errors_alarm_per_table(synthesized: Synthesized, table: str,
-                                                              metric: str) -> None:
+def test_dynamodb_throttles_and_system_errors_alarm_per_table(
+    synthesized: Synthesized, table: str, metric: str
+) -> None:
     # Given the table's alarm on that metric
     suffix = "throttles" if metric == "ThrottledRequests" else "system-errors"
     props = alarm(synthesized, f"{table}-table-{suffix}")
     stats = [m["MetricStat"]["Metric"] for m in props["Metrics"] if "MetricStat" in m]
     # Then it sums that DynamoDB metric over the operations the functions issue, and fires on the first one
     assert {(s["Namespace"], s["MetricName"]) for s in stats} == {("AWS/DynamoDB", metric)}
-    assert {d["Value"] for s in stats for d in s["Dimensions"] if d["Name"] == "Operation"} == \
-        {"GetItem", "Query", "PutItem", "DeleteItem", "TransactWriteItems"}
+    assert {d["Value"] for s in stats for d in s["Dimensions"] if d["Name"] == "Operation"} == {
+        "GetItem",
+        "Query",
+        "PutItem",
+        "DeleteItem",
+        "TransactWriteItems",
+    }
     assert props["Threshold"] == 1
 
 
@@ -114,43 +137,68 @@ def test_the_relay_dead_letter_queue_and_hold_errors_page_on_the_first_one(synth
     assert held["Dimensions"] == [{"Name": "Outcome", "Value": "hold_error"}]
 
 
-def test_the_dashboard_draws_decisions_by_outcome_as_the_functions_emit_them(synthesized: Synthesized) -> None:
+def test_the_dashboard_draws_decisions_by_outcome_as_the_functions_emit_them(
+    synthesized: Synthesized,
+) -> None:
     # Given the EMF line the decision endpoints print, and the dashboard
-    line = json.loads(decision_metrics.emf_line({"decision": "ready", "findings": []}, recorded=True, now_ms=0))
+    line = json.loads(
+        decision_metrics.emf_line({"decision": "ready", "findings": []}, recorded=True, now_ms=0)
+    )
     (directive,) = line["_aws"]["CloudWatchMetrics"]
     (dashboard,) = synthesized.properties("AWS::CloudWatch::Dashboard")
     body = json.dumps(dashboard["DashboardBody"])
     # Then the emitted namespace, metric and dimension set are the names module's
-    assert (directive["Namespace"], directive["Metrics"][0]["Name"], directive["Dimensions"]) == \
-        (names.DECISIONS_NAMESPACE, names.DECISIONS_METRIC, [[names.DECISIONS_DIMENSION]])
+    assert (directive["Namespace"], directive["Metrics"][0]["Name"], directive["Dimensions"]) == (
+        names.DECISIONS_NAMESPACE,
+        names.DECISIONS_METRIC,
+        [[names.DECISIONS_DIMENSION]],
+    )
     # And the dashboard graphs that metric for each outcome
     for outcome in names.DECISION_OUTCOMES:
-        assert f'\\"{names.DECISIONS_NAMESPACE}\\",\\"{names.DECISIONS_METRIC}\\",' \
-               f'\\"{names.DECISIONS_DIMENSION}\\",\\"{outcome}\\"' in body, outcome
+        assert (
+            f'\\"{names.DECISIONS_NAMESPACE}\\",\\"{names.DECISIONS_METRIC}\\",'
+            f'\\"{names.DECISIONS_DIMENSION}\\",\\"{outcome}\\"' in body
+        ), outcome
     # And the per-function, API, authorizer, table and relay metrics the alarms watch
-    for metric in ("Invocations", "Errors", "Throttles", "Duration", "5xx", "4xx", "Count",
-                   names.AUTHORIZER_DENIALS_METRIC, "ThrottledRequests", "SystemErrors",
-                   "ApproximateNumberOfMessagesVisible"):
+    for metric in (
+        "Invocations",
+        "Errors",
+        "Throttles",
+        "Duration",
+        "5xx",
+        "4xx",
+        "Count",
+        names.AUTHORIZER_DENIALS_METRIC,
+        "ThrottledRequests",
+        "SystemErrors",
+        "ApproximateNumberOfMessagesVisible",
+    ):
         assert f'\\"{metric}\\"' in body, metric
 
 
 def test_the_alarm_topic_is_encrypted_mails_the_operator_and_admits_cloudwatch_and_budgets(
-        synthesized: Synthesized) -> None:
+    synthesized: Synthesized,
+) -> None:
     # Given the topic, its key and its subscription
     (topic,) = synthesized.properties("AWS::SNS::Topic")
-    (key_id, key), = synthesized.of_type("AWS::KMS::Key").items()
+    ((key_id, key),) = synthesized.of_type("AWS::KMS::Key").items()
     (subscription,) = synthesized.properties("AWS::SNS::Subscription")
     # Then the topic is encrypted with a rotating key CloudWatch and Budgets may use
     assert ref_name(topic["KmsMasterKeyId"]) == key_id
     assert key["Properties"]["EnableKeyRotation"] is True
-    services = {service for s in key["Properties"]["KeyPolicy"]["Statement"]
-                for service in as_list(s["Principal"].get("Service", []))}
+    services = {
+        service
+        for s in key["Properties"]["KeyPolicy"]["Statement"]
+        for service in as_list(s["Principal"].get("Service", []))
+    }
     assert {"cloudwatch.amazonaws.com", "budgets.amazonaws.com"} <= services
     # And the alarm e-mail from context is subscribed
     assert (subscription["Protocol"], subscription["Endpoint"]) == ("email", ALARM_EMAIL)
 
 
-def test_the_budget_warns_on_actual_80_and_100_percent_and_forecast_100_percent(synthesized: Synthesized) -> None:
+def test_the_budget_warns_on_actual_80_and_100_percent_and_forecast_100_percent(
+    synthesized: Synthesized,
+) -> None:
     # Given the budget
     (budget,) = synthesized.properties("AWS::Budgets::Budget")
     (topic_id,) = synthesized.of_type("AWS::SNS::Topic")
@@ -160,15 +208,20 @@ def test_the_budget_warns_on_actual_80_and_100_percent_and_forecast_100_percent(
     assert data["BudgetLimit"] == {"Amount": DeploymentConfig().monthly_budget_usd, "Unit": "USD"}
     # And it notifies at 80% and 100% of actual spend and 100% of forecast spend
     notices = budget["NotificationsWithSubscribers"]
-    assert sorted((n["Notification"]["NotificationType"], n["Notification"]["Threshold"]) for n in notices) == \
-        [("ACTUAL", 80), ("ACTUAL", 100), ("FORECASTED", 100)]
+    assert sorted(
+        (n["Notification"]["NotificationType"], n["Notification"]["Threshold"]) for n in notices
+    ) == [("ACTUAL", 80), ("ACTUAL", 100), ("FORECASTED", 100)]
     for notice in notices:
         assert notice["Notification"]["ThresholdType"] == "PERCENTAGE"
         # And each goes to the alarm topic and to the alarm e-mail
-        subscribers = {(s["SubscriptionType"], ref_name(s["Address"]) or s["Address"]) for s in notice["Subscribers"]}
+        subscribers = {
+            (s["SubscriptionType"], ref_name(s["Address"]) or s["Address"]) for s in notice["Subscribers"]
+        }
         assert subscribers == {("SNS", topic_id), ("EMAIL", ALARM_EMAIL)}
     # And Budgets may publish to the topic (for this account only)
     (policy,) = synthesized.properties("AWS::SNS::TopicPolicy")
     allowed = [s for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
-    assert [(s["Principal"], s["Action"]) for s in allowed] == [({"Service": "budgets.amazonaws.com"}, "sns:Publish")]
+    assert [(s["Principal"], s["Action"]) for s in allowed] == [
+        ({"Service": "budgets.amazonaws.com"}, "sns:Publish")
+    ]
     assert "aws:SourceAccount" in allowed[0]["Condition"]["StringEquals"]

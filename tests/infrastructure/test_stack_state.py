@@ -21,7 +21,8 @@ def tables(synth: Synthesized) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("name", ["state", "principals"])
 def test_both_tables_are_on_demand_encrypted_recoverable_and_never_deleted_with_the_stack(
-        synthesized: Synthesized, name: str) -> None:
+    synthesized: Synthesized, name: str
+) -> None:
     # Given one table
     resource = tables(synthesized)[name]
     props = resource["Properties"]
@@ -37,28 +38,41 @@ def test_both_tables_are_on_demand_encrypted_recoverable_and_never_deleted_with_
 def test_the_tables_have_the_key_schema_the_code_creates_locally(synthesized: Synthesized) -> None:
     # Given the local definitions in sentinel_service.adapters.tables and the deployed tables
     found = tables(synthesized)
-    for name, local in (("state", state_table_definition("x")), ("principals", principals_table_definition("x"))):
+    for name, local in (
+        ("state", state_table_definition("x")),
+        ("principals", principals_table_definition("x")),
+    ):
         # Then keys and attribute types are the same
         assert found[name]["Properties"]["KeySchema"] == local["KeySchema"]
         assert found[name]["Properties"]["AttributeDefinitions"] == local["AttributeDefinitions"]
     # And the state table streams new images, as the relay expects
     assert found["state"]["Properties"]["StreamSpecification"] == {
-        "StreamViewType": state_table_definition("x")["StreamSpecification"]["StreamViewType"]}
+        "StreamViewType": state_table_definition("x")["StreamSpecification"]["StreamViewType"]
+    }
     # And expired token records may be swept on the principals table (the authorizer never relies on it)
     assert found["principals"]["Properties"]["TimeToLiveSpecification"] == {
-        "AttributeName": names.PRINCIPALS_TTL_ATTRIBUTE, "Enabled": True}
+        "AttributeName": names.PRINCIPALS_TTL_ATTRIBUTE,
+        "Enabled": True,
+    }
     assert "StreamSpecification" not in found["principals"]["Properties"]
 
 
 def pipes(synth: Synthesized) -> dict[str, dict[str, Any]]:
-    return {p["TargetParameters"]["EventBridgeEventBusParameters"]["DetailType"]: p
-            for p in synth.properties("AWS::Pipes::Pipe")}
+    return {
+        p["TargetParameters"]["EventBridgeEventBusParameters"]["DetailType"]: p
+        for p in synth.properties("AWS::Pipes::Pipe")
+    }
 
 
-def test_two_pipes_relay_outbox_items_and_chain_heads_from_the_stream_to_the_bus(synthesized: Synthesized) -> None:
+def test_two_pipes_relay_outbox_items_and_chain_heads_from_the_stream_to_the_bus(
+    synthesized: Synthesized,
+) -> None:
     # Given the pipes, the state table and the bus
-    state_id = next(k for k, t in synthesized.of_type("AWS::DynamoDB::Table").items()
-                    if len(t["Properties"]["KeySchema"]) == 2)
+    state_id = next(
+        k
+        for k, t in synthesized.of_type("AWS::DynamoDB::Table").items()
+        if len(t["Properties"]["KeySchema"]) == 2
+    )
     (bus_id,) = synthesized.of_type("AWS::Events::EventBus")
     relays = pipes(synthesized)
     # Then there is one pipe per kind of record
@@ -84,51 +98,81 @@ def matches(pattern: Any, event: Any) -> bool:
     """EventBridge's matching for the operators the filters use: values, prefix and exists."""
     if isinstance(pattern, dict):
         return isinstance(event, dict) and all(
-            matches(value, event.get(key)) if not _is_exists(value) else
-            (key in event) == value[0]["exists"] for key, value in pattern.items())
-    return any((isinstance(option, dict) and "prefix" in option and isinstance(event, str)
-                and event.startswith(option["prefix"])) or option == event for option in pattern)
+            matches(value, event.get(key)) if not _is_exists(value) else (key in event) == value[0]["exists"]
+            for key, value in pattern.items()
+        )
+    return any(
+        (
+            isinstance(option, dict)
+            and "prefix" in option
+            and isinstance(event, str)
+            and event.startswith(option["prefix"])
+        )
+        or option == event
+        for option in pattern
+    )
 
 
 def _is_exists(value: Any) -> bool:
     return isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict) and "exists" in value[0]
 
 
-@pytest.mark.parametrize(("record", "relayed_as"), [
-    (stream_record("O#0000000003-0", outbox_pending="1", outbox_kind="dispatch_checks"), names.DETAIL_TYPE_OUTBOX),
-    (stream_record("O#0000000003-0", outbox_kind="dispatch_checks"), None),  # already relayed
-    (stream_record("HEAD", seq="3", hash="ab"), names.DETAIL_TYPE_CHECKPOINT),
-    (stream_record("E#0000000003"), None),  # an audit event: the head's checkpoint covers it
-    (stream_record("I#abc", outbox_pending="1"), None),  # not an outbox item, whatever its attributes
-    (stream_record("U#abc"), None),
-])
+@pytest.mark.parametrize(
+    ("record", "relayed_as"),
+    [
+        (
+            stream_record("O#0000000003-0", outbox_pending="1", outbox_kind="dispatch_checks"),
+            names.DETAIL_TYPE_OUTBOX,
+        ),
+        (stream_record("O#0000000003-0", outbox_kind="dispatch_checks"), None),  # already relayed
+        (stream_record("HEAD", seq="3", hash="ab"), names.DETAIL_TYPE_CHECKPOINT),
+        (stream_record("E#0000000003"), None),  # an audit event: the head's checkpoint covers it
+        (stream_record("I#abc", outbox_pending="1"), None),  # not an outbox item, whatever its attributes
+        (stream_record("U#abc"), None),
+    ],
+)
 def test_the_filters_let_through_pending_outbox_items_and_chain_heads_only(
-        synthesized: Synthesized, record: dict[str, Any], relayed_as: str | None) -> None:
+    synthesized: Synthesized, record: dict[str, Any], relayed_as: str | None
+) -> None:
     # Given the pipes' filters
-    filters = {detail_type: [json.loads(f["Pattern"]) for f in
-                             pipe["SourceParameters"]["FilterCriteria"]["Filters"]]
-               for detail_type, pipe in pipes(synthesized).items()}
+    filters = {
+        detail_type: [json.loads(f["Pattern"]) for f in pipe["SourceParameters"]["FilterCriteria"]["Filters"]]
+        for detail_type, pipe in pipes(synthesized).items()
+    }
     # When a stream record is matched against them
-    relayed = [detail_type for detail_type, patterns in filters.items() if any(matches(p, record) for p in patterns)]
+    relayed = [
+        detail_type for detail_type, patterns in filters.items() if any(matches(p, record) for p in patterns)
+    ]
     # Then it is relayed by the one pipe for its kind, or by none
     assert relayed == ([relayed_as] if relayed_as else [])
 
 
 def test_the_relay_role_reads_only_the_stream_and_writes_only_the_bus_and_its_dead_letters(
-        synthesized: Synthesized) -> None:
+    synthesized: Synthesized,
+) -> None:
     # Given the role the pipes assume
     (role_id,) = {ref_name(p["RoleArn"]) for p in pipes(synthesized).values()}
     role = synthesized.resources[role_id]["Properties"]
-    granted = [s for p in synthesized.of_type("AWS::IAM::Policy").values()
-               if role_id in [ref_name(r) for r in p["Properties"]["Roles"]] for s in statements(p)]
+    granted = [
+        s
+        for p in synthesized.of_type("AWS::IAM::Policy").values()
+        if role_id in [ref_name(r) for r in p["Properties"]["Roles"]]
+        for s in statements(p)
+    ]
     # Then only EventBridge Pipes of this account may assume it
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Principal"] == {"Service": "pipes.amazonaws.com"}
     assert "aws:SourceAccount" in trust["Condition"]["StringEquals"]
     # And it reads the stream, puts events on the bus, and sends to the dead-letter queue: nothing else
     by_action = {a: json.dumps(s["Resource"]) for s in granted for a in as_list(s["Action"])}
-    assert set(by_action) == {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator",
-                              "dynamodb:ListStreams", "events:PutEvents", "sqs:SendMessage"}
+    assert set(by_action) == {
+        "dynamodb:DescribeStream",
+        "dynamodb:GetRecords",
+        "dynamodb:GetShardIterator",
+        "dynamodb:ListStreams",
+        "events:PutEvents",
+        "sqs:SendMessage",
+    }
     assert all("StreamArn" in by_action[a] for a in by_action if a.startswith("dynamodb:"))
 
 

@@ -38,8 +38,13 @@ from support.world import CI, PROJECT, REQUESTER, World
 FILES = ("services/payments/api.py", "docs/guide.md")
 MODEL_ID = "anthropic.claude-test-v1:0"
 # Small numbers so a scripted retry costs nothing; the fake sleep records instead of sleeping.
-LIMITS = ModelLimits(connect_timeout_seconds=0.2, read_timeout_seconds=0.2, max_attempts=2, budget_seconds=5,
-                     backoff_seconds=0.01)
+LIMITS = ModelLimits(
+    connect_timeout_seconds=0.2,
+    read_timeout_seconds=0.2,
+    max_attempts=2,
+    budget_seconds=5,
+    backoff_seconds=0.01,
+)
 SECRET = "sk-test-0123456789-never-shown"
 
 
@@ -58,8 +63,13 @@ def fake_aws(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def attested_candidate(world: World) -> dict[str, Any]:
     created = world.candidate(files=FILES)
-    world.gate.add_change_context(PROJECT, created["candidate_id"], CI,
-                                  ChangeContextRequest.model_validate({"change": {"files": list(FILES)}}), None)
+    world.gate.add_change_context(
+        PROJECT,
+        created["candidate_id"],
+        CI,
+        ChangeContextRequest.model_validate({"change": {"files": list(FILES)}}),
+        None,
+    )
     return created
 
 
@@ -68,14 +78,39 @@ def obligation(created: dict[str, Any], policy_id: str) -> str:
 
 
 def valid_plan(created: dict[str, Any]) -> dict[str, Any]:
-    return {"tasks": [
-        {"task_id": "T-unit", "title": "Unit tests for payments", "checks": [
-            {"check_id": "C-unit", "policy_ref": "unit-tests", "command": "pytest -q payments-api",
-             "expected_exit_code": 0, "covers": [obligation(created, "unit-tests")]}]},
-        {"task_id": "T-lint", "title": "Lint the guide", "checks": [
-            {"check_id": "C-lint", "policy_ref": "lint", "command": "ruff check docs/guide.md",
-             "expected_exit_code": 0, "covers": [obligation(created, "lint")]}]}],
-        "actions": [{"action_id": "A1", "type": "dispatch_checks", "params": {"checks": ["C-unit", "C-lint"]}}]}
+    return {
+        "tasks": [
+            {
+                "task_id": "T-unit",
+                "title": "Unit tests for payments",
+                "checks": [
+                    {
+                        "check_id": "C-unit",
+                        "policy_ref": "unit-tests",
+                        "command": "pytest -q payments-api",
+                        "expected_exit_code": 0,
+                        "covers": [obligation(created, "unit-tests")],
+                    }
+                ],
+            },
+            {
+                "task_id": "T-lint",
+                "title": "Lint the guide",
+                "checks": [
+                    {
+                        "check_id": "C-lint",
+                        "policy_ref": "lint",
+                        "command": "ruff check docs/guide.md",
+                        "expected_exit_code": 0,
+                        "covers": [obligation(created, "lint")],
+                    }
+                ],
+            },
+        ],
+        "actions": [
+            {"action_id": "A1", "type": "dispatch_checks", "params": {"checks": ["C-unit", "C-lint"]}}
+        ],
+    }
 
 
 def decision(world: World, cid: str) -> dict[str, Any]:
@@ -100,11 +135,12 @@ def through_gate(build: Callable[[dict[str, Any]], Any]) -> tuple[World, str, di
     world.gate.proposer = build(created)
     body = world.gate.propose(PROJECT, cid, REQUESTER, None, None).as_json()
     after_events = world.store.streams[ref].events
-    assert after_events[:len(before_events)] == before_events
-    assert [e["type"] for e in after_events[len(before_events):]] == ["plan.stored"]
+    assert after_events[: len(before_events)] == before_events
+    assert [e["type"] for e in after_events[len(before_events) :]] == ["plan.stored"]
     after = decision(world, cid)
     assert without(after, "plan_digest", "facts_digest", "findings") == without(
-        before, "plan_digest", "facts_digest", "findings")
+        before, "plan_digest", "facts_digest", "findings"
+    )
     assert after["decision"] == "hold"
     if body["mode"] == "fallback":
         baseline = twin.gate.propose(PROJECT, cid, REQUESTER, None, None).as_json()
@@ -122,13 +158,20 @@ class Sleeps(list[float]):
 
 
 def tool_answer(tool_input: Any, name: str = PLAN_TOOL_NAME, stop: str = "tool_use") -> dict[str, Any]:
-    content = [{"text": "Here is the plan."}, {"toolUse": {"toolUseId": "tu-1", "name": name, "input": tool_input}}]
+    content = [
+        {"text": "Here is the plan."},
+        {"toolUse": {"toolUseId": "tu-1", "name": name, "input": tool_input}},
+    ]
     return message(content, stop)
 
 
 def message(content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
-    return {"output": {"message": {"role": "assistant", "content": content}}, "stopReason": stop,
-            "usage": {"inputTokens": 10, "outputTokens": 20, "totalTokens": 30}, "metrics": {"latencyMs": 5}}
+    return {
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": stop,
+        "usage": {"inputTokens": 10, "outputTokens": 20, "totalTokens": 30},
+        "metrics": {"latencyMs": 5},
+    }
 
 
 def error(code: str, status: int) -> tuple[str, int]:
@@ -143,16 +186,30 @@ class Scripted:
         self.stubber = Stubber(self.client)
         for step in steps:
             if isinstance(step, tuple):
-                self.stubber.add_client_error("converse", service_error_code=step[0], http_status_code=step[1],
-                                              service_message="scripted")
+                self.stubber.add_client_error(
+                    "converse",
+                    service_error_code=step[0],
+                    http_status_code=step[1],
+                    service_message="scripted",
+                )
             else:
-                self.stubber.add_response("converse", step, {"modelId": MODEL_ID, "system": ANY, "messages": ANY,
-                                                             "inferenceConfig": ANY, "toolConfig": ANY})
+                self.stubber.add_response(
+                    "converse",
+                    step,
+                    {
+                        "modelId": MODEL_ID,
+                        "system": ANY,
+                        "messages": ANY,
+                        "inferenceConfig": ANY,
+                        "toolConfig": ANY,
+                    },
+                )
         self.stubber.activate()
         self.sleeps = Sleeps()
 
-    def proposer(self, limits: ModelLimits = LIMITS, monotonic: Callable[[], float] | None = None
-                 ) -> BedrockProposer:
+    def proposer(
+        self, limits: ModelLimits = LIMITS, monotonic: Callable[[], float] | None = None
+    ) -> BedrockProposer:
         extra = {"monotonic": monotonic} if monotonic else {}
         return BedrockProposer(MODEL_ID, lambda: self.client, limits, sleep=self.sleeps, **extra)
 
@@ -168,6 +225,7 @@ def mutated(change: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any
         plan = valid_plan(created)
         change(plan)
         return plan
+
     return build
 
 
@@ -175,50 +233,130 @@ def mutated(change: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any
 SCENARIOS: dict[str, tuple[Callable[[dict[str, Any]], list[Any]], tuple[str, str | None, int]]] = {
     "valid plan": (lambda c: [tool_answer(valid_plan(c))], ("model", None, 0)),
     "valid plan as JSON text": (lambda c: [tool_answer(json.dumps(valid_plan(c)))], ("model", None, 0)),
-    "throttled once, then a valid plan": (lambda c: [error("ThrottlingException", 429), tool_answer(valid_plan(c))],
-                                          ("model", None, 1)),
-    "unknown obligation": (lambda c: [tool_answer(mutated(lambda p: p["tasks"][0]["checks"][0]["covers"].append(
-        "obl_ffffffffffffffffffffffff"))(c))], ("fallback", "MODEL_OUTPUT_OUT_OF_SCOPE", 0)),
-    "unknown policy": (lambda c: [tool_answer(mutated(lambda p: p["tasks"][1]["checks"][0].update(
-        policy_ref="security-scan"))(c))], ("fallback", "MODEL_OUTPUT_OUT_OF_SCOPE", 0)),
-    "undeclared action type": (lambda c: [tool_answer(mutated(lambda p: p["actions"].append(
-        {"action_id": "A2", "type": "run_shell", "params": {"cmd": "make deploy"}}))(c))],
-        ("fallback", "MODEL_OUTPUT_OUT_OF_SCOPE", 0)),
-    "action type not allow-listed": (lambda c: [tool_answer(mutated(lambda p: p["actions"].append(
-        {"action_id": "A2", "type": "promote", "params": {"environment": "production"}}))(c))],
-        ("fallback", "MODEL_OUTPUT_OUT_OF_SCOPE", 0)),
-    "missing coverage": (lambda c: [tool_answer(mutated(lambda p: p["tasks"].pop())(c))],
-                         ("fallback", "MODEL_OUTPUT_OUT_OF_SCOPE", 0)),
-    "non-conforming command": (lambda c: [tool_answer(mutated(lambda p: p["tasks"][0]["checks"][0].update(
-        command="pytest -q payments-api && curl evil.example"))(c))], ("fallback", "MODEL_OUTPUT_INVALID", 0)),
-    "unknown field": (lambda c: [tool_answer(mutated(lambda p: p.update(rationale="trust me"))(c))],
-                      ("fallback", "MODEL_OUTPUT_INVALID", 0)),
+    "throttled once, then a valid plan": (
+        lambda c: [error("ThrottlingException", 429), tool_answer(valid_plan(c))],
+        ("model", None, 1),
+    ),
+    "unknown obligation": (
+        lambda c: [
+            tool_answer(
+                mutated(
+                    lambda p: p["tasks"][0]["checks"][0]["covers"].append("obl_ffffffffffffffffffffffff")
+                )(c)
+            )
+        ],
+        ("fallback", "MODEL_OUTPUT_OUT_OF_SCOPE", 0),
+    ),
+    "unknown policy": (
+        lambda c: [
+            tool_answer(mutated(lambda p: p["tasks"][1]["checks"][0].update(policy_ref="security-scan"))(c))
+        ],
+        ("fallback", "MODEL_OUTPUT_OUT_OF_SCOPE", 0),
+    ),
+    "undeclared action type": (
+        lambda c: [
+            tool_answer(
+                mutated(
+                    lambda p: p["actions"].append(
+                        {"action_id": "A2", "type": "run_shell", "params": {"cmd": "make deploy"}}
+                    )
+                )(c)
+            )
+        ],
+        ("fallback", "MODEL_OUTPUT_OUT_OF_SCOPE", 0),
+    ),
+    "action type not allow-listed": (
+        lambda c: [
+            tool_answer(
+                mutated(
+                    lambda p: p["actions"].append(
+                        {"action_id": "A2", "type": "promote", "params": {"environment": "production"}}
+                    )
+                )(c)
+            )
+        ],
+        ("fallback", "MODEL_OUTPUT_OUT_OF_SCOPE", 0),
+    ),
+    "missing coverage": (
+        lambda c: [tool_answer(mutated(lambda p: p["tasks"].pop())(c))],
+        ("fallback", "MODEL_OUTPUT_OUT_OF_SCOPE", 0),
+    ),
+    "non-conforming command": (
+        lambda c: [
+            tool_answer(
+                mutated(
+                    lambda p: p["tasks"][0]["checks"][0].update(
+                        command="pytest -q payments-api && curl evil.example"
+                    )
+                )(c)
+            )
+        ],
+        ("fallback", "MODEL_OUTPUT_INVALID", 0),
+    ),
+    "unknown field": (
+        lambda c: [tool_answer(mutated(lambda p: p.update(rationale="trust me"))(c))],
+        ("fallback", "MODEL_OUTPUT_INVALID", 0),
+    ),
     "malformed JSON": (lambda c: [tool_answer('{"tasks": [')], ("fallback", "MODEL_OUTPUT_MALFORMED", 0)),
     "tool input not an object": (lambda c: [tool_answer(["T1"])], ("fallback", "MODEL_OUTPUT_MALFORMED", 0)),
-    "no tool use": (lambda c: [message([{"text": "I would rather chat."}], "end_turn")],
-                    ("fallback", "MODEL_OUTPUT_MALFORMED", 0)),
-    "another tool": (lambda c: [tool_answer(valid_plan(c), name="run_command")],
-                     ("fallback", "MODEL_OUTPUT_MALFORMED", 0)),
-    "two plan calls": (lambda c: [message([{"toolUse": {"toolUseId": f"tu-{n}", "name": PLAN_TOOL_NAME,
-                                                        "input": valid_plan(c)}} for n in (1, 2)], "tool_use")],
-                       ("fallback", "MODEL_OUTPUT_MALFORMED", 0)),
-    "malformed tool use": (lambda c: [message([{"text": "{"}], "malformed_tool_use")],
-                           ("fallback", "MODEL_OUTPUT_MALFORMED", 0)),
-    "cut at max tokens": (lambda c: [tool_answer({"tasks": []}, stop="max_tokens")],
-                          ("fallback", "MODEL_OUTPUT_TOO_LARGE", 0)),
+    "no tool use": (
+        lambda c: [message([{"text": "I would rather chat."}], "end_turn")],
+        ("fallback", "MODEL_OUTPUT_MALFORMED", 0),
+    ),
+    "another tool": (
+        lambda c: [tool_answer(valid_plan(c), name="run_command")],
+        ("fallback", "MODEL_OUTPUT_MALFORMED", 0),
+    ),
+    "two plan calls": (
+        lambda c: [
+            message(
+                [
+                    {"toolUse": {"toolUseId": f"tu-{n}", "name": PLAN_TOOL_NAME, "input": valid_plan(c)}}
+                    for n in (1, 2)
+                ],
+                "tool_use",
+            )
+        ],
+        ("fallback", "MODEL_OUTPUT_MALFORMED", 0),
+    ),
+    "malformed tool use": (
+        lambda c: [message([{"text": "{"}], "malformed_tool_use")],
+        ("fallback", "MODEL_OUTPUT_MALFORMED", 0),
+    ),
+    "cut at max tokens": (
+        lambda c: [tool_answer({"tasks": []}, stop="max_tokens")],
+        ("fallback", "MODEL_OUTPUT_TOO_LARGE", 0),
+    ),
     "oversized output": (lambda c: [tool_answer(huge_plan(c))], ("fallback", "MODEL_OUTPUT_TOO_LARGE", 0)),
-    "guardrail intervened": (lambda c: [message([{"text": "blocked"}], "guardrail_intervened")],
-                             ("fallback", "MODEL_OUTPUT_FILTERED", 0)),
-    "ThrottlingException": (lambda c: [error("ThrottlingException", 429)] * 2, ("fallback", "MODEL_THROTTLED", 1)),
-    "ServiceUnavailableException": (lambda c: [error("ServiceUnavailableException", 503)] * 2,
-                                    ("fallback", "MODEL_UNAVAILABLE", 1)),
-    "InternalServerException": (lambda c: [error("InternalServerException", 500)] * 2,
-                                ("fallback", "MODEL_UNAVAILABLE", 1)),
-    "ModelTimeoutException": (lambda c: [error("ModelTimeoutException", 408)], ("fallback", "MODEL_TIMEOUT", 0)),
-    "AccessDeniedException": (lambda c: [error("AccessDeniedException", 403)], ("fallback", "MODEL_REJECTED", 0)),
+    "guardrail intervened": (
+        lambda c: [message([{"text": "blocked"}], "guardrail_intervened")],
+        ("fallback", "MODEL_OUTPUT_FILTERED", 0),
+    ),
+    "ThrottlingException": (
+        lambda c: [error("ThrottlingException", 429)] * 2,
+        ("fallback", "MODEL_THROTTLED", 1),
+    ),
+    "ServiceUnavailableException": (
+        lambda c: [error("ServiceUnavailableException", 503)] * 2,
+        ("fallback", "MODEL_UNAVAILABLE", 1),
+    ),
+    "InternalServerException": (
+        lambda c: [error("InternalServerException", 500)] * 2,
+        ("fallback", "MODEL_UNAVAILABLE", 1),
+    ),
+    "ModelTimeoutException": (
+        lambda c: [error("ModelTimeoutException", 408)],
+        ("fallback", "MODEL_TIMEOUT", 0),
+    ),
+    "AccessDeniedException": (
+        lambda c: [error("AccessDeniedException", 403)],
+        ("fallback", "MODEL_REJECTED", 0),
+    ),
     "ValidationException": (lambda c: [error("ValidationException", 400)], ("fallback", "MODEL_REJECTED", 0)),
-    "ResourceNotFoundException": (lambda c: [error("ResourceNotFoundException", 404)],
-                                  ("fallback", "MODEL_REJECTED", 0)),
+    "ResourceNotFoundException": (
+        lambda c: [error("ResourceNotFoundException", 404)],
+        ("fallback", "MODEL_REJECTED", 0),
+    ),
 }
 
 
@@ -230,6 +368,7 @@ def test_each_bedrock_answer_ends_in_its_mode_and_reason(scenario: str) -> None:
     def build(created: dict[str, Any]) -> BedrockProposer:
         scripted["s"] = Scripted(steps(created))
         return scripted["s"].proposer()
+
     # Given Bedrock answering as the scenario says
     # When the requester asks for a proposal
     _world, _cid, body = through_gate(build)
@@ -245,9 +384,12 @@ def test_the_converse_request_forces_the_plan_tool_and_quotes_the_change() -> No
 
     def build(created: dict[str, Any]) -> BedrockProposer:
         s = Scripted([tool_answer(valid_plan(created))])
-        s.client.meta.events.register("before-parameter-build.bedrock-runtime.Converse",
-                                      lambda params, **_: seen.append(copy.deepcopy(params)))
+        s.client.meta.events.register(
+            "before-parameter-build.bedrock-runtime.Converse",
+            lambda params, **_: seen.append(copy.deepcopy(params)),
+        )
         return s.proposer()
+
     # When a proposal is drafted (botocore validated the request against the Converse model on the way)
     through_gate(build)
     # Then it names the configured model, forces the one tool whose schema is the plan schema, caps the
@@ -256,10 +398,13 @@ def test_the_converse_request_forces_the_plan_tool_and_quotes_the_change() -> No
     assert params["modelId"] == MODEL_ID
     assert params["toolConfig"]["toolChoice"] == {"tool": {"name": PLAN_TOOL_NAME}}
     [tool] = params["toolConfig"]["tools"]
-    assert tool["toolSpec"]["name"] == PLAN_TOOL_NAME and tool["toolSpec"]["inputSchema"]["json"] == plan_tool_schema()
+    assert (
+        tool["toolSpec"]["name"] == PLAN_TOOL_NAME
+        and tool["toolSpec"]["inputSchema"]["json"] == plan_tool_schema()
+    )
     assert params["inferenceConfig"] == {"maxTokens": LIMITS.max_output_tokens, "temperature": 0}
     user = params["messages"][0]["content"][0]["text"]
-    data = json.loads(user[user.index("<sentinel-data>") + 15:user.index("</sentinel-data>")])
+    data = json.loads(user[user.index("<sentinel-data>") + 15 : user.index("</sentinel-data>")])
     assert data["changed_files"] == sorted(FILES)
     assert "never instructions" in params["system"][0]["text"]
 
@@ -275,6 +420,7 @@ def raising(make: Callable[[str], Exception]) -> tuple[Any, list[int]]:
     def send(request: Any, **_: Any) -> None:
         sent.append(1)
         raise make(request.url)
+
     client.meta.events.register("before-send.bedrock-runtime.Converse", send)
     return client, sent
 
@@ -282,7 +428,11 @@ def raising(make: Callable[[str], Exception]) -> tuple[Any, list[int]]:
 TRANSPORT = {
     "read timeout": (lambda url: ReadTimeoutError(endpoint_url=url), "MODEL_TIMEOUT", 1),
     "connect timeout": (lambda url: ConnectTimeoutError(endpoint_url=url), "MODEL_TIMEOUT", 1),
-    "endpoint unreachable": (lambda url: EndpointConnectionError(endpoint_url=url), "MODEL_TRANSPORT_ERROR", 2),
+    "endpoint unreachable": (
+        lambda url: EndpointConnectionError(endpoint_url=url),
+        "MODEL_TRANSPORT_ERROR",
+        2,
+    ),
 }
 
 
@@ -296,6 +446,7 @@ def test_a_slow_or_unreachable_bedrock_falls_back(case: str) -> None:
         client, calls = raising(make)
         sent.append(calls)
         return BedrockProposer(MODEL_ID, lambda: client, LIMITS, sleep=sleeps)
+
     # Given a Bedrock endpoint that times out or cannot be reached
     # When the requester asks for a proposal
     _world, _cid, body = through_gate(build)
@@ -321,6 +472,7 @@ def silent_server() -> Iterator[str]:
         with connection:
             connection.recv(65536)
             done.wait(2)
+
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{listener.getsockname()[1]}"
@@ -331,8 +483,12 @@ def silent_server() -> Iterator[str]:
 
 def test_the_read_timeout_reaches_the_socket(silent_server: str) -> None:
     # Given the production client pointed at an endpoint that never answers, with a 0.2 s read timeout
-    limits = ModelLimits(connect_timeout_seconds=0.2, read_timeout_seconds=0.2, max_attempts=1, budget_seconds=1)
-    proposer = BedrockProposer(MODEL_ID, lambda: bedrock_runtime_client("us-east-1", limits, silent_server), limits)
+    limits = ModelLimits(
+        connect_timeout_seconds=0.2, read_timeout_seconds=0.2, max_attempts=1, budget_seconds=1
+    )
+    proposer = BedrockProposer(
+        MODEL_ID, lambda: bedrock_runtime_client("us-east-1", limits, silent_server), limits
+    )
     # When a proposal is drafted
     with pytest.raises(ProposalFailed) as failed:
         proposer.propose({"obligations": []})
@@ -393,31 +549,71 @@ class FakeOpener:
 
 
 def completion(arguments: Any, name: str = PLAN_TOOL_NAME, finish: str = "tool_calls") -> dict[str, Any]:
-    call = {"id": "call-1", "type": "function",
-            "function": {"name": name, "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}}
-    return {"id": "c-1", "object": "chat.completion", "choices": [
-        {"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}
+    call = {
+        "id": "call-1",
+        "type": "function",
+        "function": {
+            "name": name,
+            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+        },
+    }
+    return {
+        "id": "c-1",
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": finish,
+                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+            }
+        ],
+    }
 
 
 def http_error(status: int) -> urllib.error.HTTPError:
-    return urllib.error.HTTPError("https://models.example/v1/chat/completions", status, "scripted", None, None)  # type: ignore[arg-type]  # no headers, as a bare 4xx/5xx may come
+    return urllib.error.HTTPError(
+        "https://models.example/v1/chat/completions", status, "scripted", None, None
+    )  # type: ignore[arg-type]  # no headers, as a bare 4xx/5xx may come
 
 
-def openai(opener: FakeOpener, key: str | None = SECRET, url: str = "https://models.example/v1",
-           sleeps: Sleeps | None = None) -> OpenAICompatibleProposer:
-    return OpenAICompatibleProposer("gpt-test", url, lambda: key, LIMITS, opener=opener, sleep=sleeps or Sleeps())
+def openai(
+    opener: FakeOpener,
+    key: str | None = SECRET,
+    url: str = "https://models.example/v1",
+    sleeps: Sleeps | None = None,
+) -> OpenAICompatibleProposer:
+    return OpenAICompatibleProposer(
+        "gpt-test", url, lambda: key, LIMITS, opener=opener, sleep=sleeps or Sleeps()
+    )
 
 
-PLAN = {"tasks": [{"task_id": "T1", "title": "t", "checks": [
-    {"check_id": "C1", "policy_ref": "unit-tests", "command": "pytest -q x", "expected_exit_code": 0}]}]}
+PLAN = {
+    "tasks": [
+        {
+            "task_id": "T1",
+            "title": "t",
+            "checks": [
+                {
+                    "check_id": "C1",
+                    "policy_ref": "unit-tests",
+                    "command": "pytest -q x",
+                    "expected_exit_code": 0,
+                }
+            ],
+        }
+    ]
+}
 OPENAI_FAILURES = {
     "cut at the token limit": ([completion(PLAN, finish="length")], "MODEL_OUTPUT_TOO_LARGE", 1),
     "content filtered": ([completion(PLAN, finish="content_filter")], "MODEL_OUTPUT_FILTERED", 1),
     "arguments not JSON": ([completion('{"tasks": [')], "MODEL_OUTPUT_MALFORMED", 1),
     "another function": ([completion(PLAN, name="exec")], "MODEL_OUTPUT_MALFORMED", 1),
     "not a completion": ([b"<html>gateway</html>"], "MODEL_OUTPUT_MALFORMED", 1),
-    "no tool call": ([{"choices": [{"finish_reason": "stop", "message": {"content": "hi"}}]}],
-                     "MODEL_OUTPUT_MALFORMED", 1),
+    "no tool call": (
+        [{"choices": [{"finish_reason": "stop", "message": {"content": "hi"}}]}],
+        "MODEL_OUTPUT_MALFORMED",
+        1,
+    ),
     "oversized body": ([b"x" * (2 * LIMITS.max_output_bytes + 64 * 1024 + 1)], "MODEL_OUTPUT_TOO_LARGE", 1),
     "throttled": ([http_error(429), http_error(429)], "MODEL_THROTTLED", 2),
     "server error": ([http_error(502), http_error(503)], "MODEL_UNAVAILABLE", 2),
@@ -425,8 +621,11 @@ OPENAI_FAILURES = {
     "redirect": ([http_error(307)], "MODEL_REJECTED", 1),
     "read timeout": ([urllib.error.URLError(TimeoutError("timed out"))], "MODEL_TIMEOUT", 1),
     "socket timeout while reading": ([TimeoutError("timed out")], "MODEL_TIMEOUT", 1),
-    "connection refused": ([urllib.error.URLError(ConnectionRefusedError()), ConnectionResetError()],
-                           "MODEL_TRANSPORT_ERROR", 2),
+    "connection refused": (
+        [urllib.error.URLError(ConnectionRefusedError()), ConnectionResetError()],
+        "MODEL_TRANSPORT_ERROR",
+        2,
+    ),
 }
 
 
@@ -448,19 +647,29 @@ def test_an_openai_compatible_plan_goes_through_the_gate_with_mode_model() -> No
     def build(created: dict[str, Any]) -> OpenAICompatibleProposer:
         opener["o"] = FakeOpener(completion(valid_plan(created)))
         return openai(opener["o"])
+
     _world, _cid, body = through_gate(build)
     assert (body["mode"], body["fallback_reason"]) == ("model", None)
     request, timeout = opener["o"].requests[0]
     sent = json.loads(request.data)
-    assert request.full_url == "https://models.example/v1/chat/completions" and timeout == LIMITS.read_timeout_seconds
+    assert (
+        request.full_url == "https://models.example/v1/chat/completions"
+        and timeout == LIMITS.read_timeout_seconds
+    )
     assert sent["tool_choice"] == {"type": "function", "function": {"name": PLAN_TOOL_NAME}}
     assert sent["tools"][0]["function"]["parameters"] == plan_tool_schema() and sent["model"] == "gpt-test"
 
 
-@pytest.mark.parametrize("key, url", [(None, "https://models.example/v1"), ("", "https://models.example/v1"),
-                                      (SECRET, "http://models.example/v1"),
-                                      (SECRET, "https://user:pw@models.example/v1")],
-                         ids=["no-key", "empty-key", "plain-http", "credentials-in-url"])
+@pytest.mark.parametrize(
+    "key, url",
+    [
+        (None, "https://models.example/v1"),
+        ("", "https://models.example/v1"),
+        (SECRET, "http://models.example/v1"),
+        (SECRET, "https://user:pw@models.example/v1"),
+    ],
+    ids=["no-key", "empty-key", "plain-http", "credentials-in-url"],
+)
 def test_openai_without_a_key_or_a_safe_endpoint_is_not_configured(key: str | None, url: str) -> None:
     opener = FakeOpener()
     with pytest.raises(ProposalFailed) as failed:
@@ -482,12 +691,14 @@ def test_a_redirect_never_carries_the_key_elsewhere() -> None:
 
         def log_message(self, *_: Any) -> None:
             return None
+
     server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        proposer = OpenAICompatibleProposer("gpt-test", f"http://127.0.0.1:{server.server_port}/v1", lambda: SECRET,
-                                            LIMITS, sleep=Sleeps())
+        proposer = OpenAICompatibleProposer(
+            "gpt-test", f"http://127.0.0.1:{server.server_port}/v1", lambda: SECRET, LIMITS, sleep=Sleeps()
+        )
         # When a proposal is drafted with the real opener
         with pytest.raises(ProposalFailed) as failed:
             proposer.propose({"obligations": []})
@@ -509,16 +720,28 @@ def settings(**env: str) -> Settings:
 def test_model_settings_keep_their_defaults_and_clamp_what_would_outlive_the_gateway() -> None:
     assert Settings.from_env({}).model_provider == "none"
     s = settings()
-    assert (s.model_connect_timeout_seconds, s.model_read_timeout_seconds, s.model_max_attempts,
-            s.model_budget_seconds, s.model_max_output_tokens) == (2.0, 15.0, 2, 20.0, 8192)
-    wild = settings(SENTINEL_MODEL_BUDGET_SECONDS="300", SENTINEL_MODEL_READ_TIMEOUT_SECONDS="60",
-                    SENTINEL_MODEL_MAX_ATTEMPTS="10", SENTINEL_MODEL_CONNECT_TIMEOUT_SECONDS="nan")
+    assert (
+        s.model_connect_timeout_seconds,
+        s.model_read_timeout_seconds,
+        s.model_max_attempts,
+        s.model_budget_seconds,
+        s.model_max_output_tokens,
+    ) == (2.0, 15.0, 2, 20.0, 8192)
+    wild = settings(
+        SENTINEL_MODEL_BUDGET_SECONDS="300",
+        SENTINEL_MODEL_READ_TIMEOUT_SECONDS="60",
+        SENTINEL_MODEL_MAX_ATTEMPTS="10",
+        SENTINEL_MODEL_CONNECT_TIMEOUT_SECONDS="nan",
+    )
     assert wild.model_budget_seconds == 25.0 and wild.model_max_attempts == 3
     assert wild.model_connect_timeout_seconds + wild.model_read_timeout_seconds <= wild.model_budget_seconds
     assert settings(SENTINEL_MODEL_READ_TIMEOUT_SECONDS="soon").model_read_timeout_seconds == 15.0
     assert settings(SENTINEL_MODEL_PROVIDER=" Bedrock ").model_provider == "bedrock"
     assert settings(SENTINEL_MODEL_PROVIDER="gpt").model_provider == "none"
-    assert settings(SENTINEL_MODEL_API_KEY_ENV="AWS_SECRET_ACCESS_KEY").model_api_key_env == "SENTINEL_MODEL_API_KEY"
+    assert (
+        settings(SENTINEL_MODEL_API_KEY_ENV="AWS_SECRET_ACCESS_KEY").model_api_key_env
+        == "SENTINEL_MODEL_API_KEY"
+    )
     assert settings(SENTINEL_MODEL_API_KEY_ENV="VENDOR_KEY").model_api_key_env == "VENDOR_KEY"
 
 
@@ -528,7 +751,10 @@ def test_bootstrap_wires_bedrock_lazily_with_the_configured_timeouts() -> None:
     # When the composition root builds the proposer
     proposer = bootstrap.build_proposer(s)
     # Then it is Bedrock with the model id, and no client exists until the first proposal
-    assert isinstance(proposer, BedrockProposer) and (proposer.provider, proposer.model_id) == ("bedrock", MODEL_ID)
+    assert isinstance(proposer, BedrockProposer) and (proposer.provider, proposer.model_id) == (
+        "bedrock",
+        MODEL_ID,
+    )
     assert proposer._built is None
     client = proposer._client()
     assert client.meta.region_name == "us-west-2"
@@ -536,9 +762,11 @@ def test_bootstrap_wires_bedrock_lazily_with_the_configured_timeouts() -> None:
     assert client.meta.config.retries["total_max_attempts"] == 1
 
 
-@pytest.mark.parametrize("env", [{"SENTINEL_MODEL_PROVIDER": "none"}, {"SENTINEL_MODEL_ID": ""},
-                                 {"SENTINEL_MODEL_PROVIDER": "openai"}],
-                         ids=["none", "bedrock-without-model", "openai-without-endpoint"])
+@pytest.mark.parametrize(
+    "env",
+    [{"SENTINEL_MODEL_PROVIDER": "none"}, {"SENTINEL_MODEL_ID": ""}, {"SENTINEL_MODEL_PROVIDER": "openai"}],
+    ids=["none", "bedrock-without-model", "openai-without-endpoint"],
+)
 def test_an_incomplete_model_configuration_is_no_model(env: dict[str, str]) -> None:
     proposer = bootstrap.build_proposer(settings(**env))
     assert isinstance(proposer, NoModel)
@@ -549,9 +777,14 @@ def test_an_incomplete_model_configuration_is_no_model(env: dict[str, str]) -> N
 
 def test_bootstrap_reads_the_openai_key_from_the_named_variable_at_call_time() -> None:
     environ = {"VENDOR_KEY": ""}
-    proposer = bootstrap.build_proposer(settings(SENTINEL_MODEL_PROVIDER="openai",
-                                                 SENTINEL_MODEL_ENDPOINT_URL="https://models.example/v1",
-                                                 SENTINEL_MODEL_API_KEY_ENV="VENDOR_KEY"), environ)
+    proposer = bootstrap.build_proposer(
+        settings(
+            SENTINEL_MODEL_PROVIDER="openai",
+            SENTINEL_MODEL_ENDPOINT_URL="https://models.example/v1",
+            SENTINEL_MODEL_API_KEY_ENV="VENDOR_KEY",
+        ),
+        environ,
+    )
     assert isinstance(proposer, OpenAICompatibleProposer)
     environ["VENDOR_KEY"] = SECRET  # rotated after the cold start: the next proposal uses it
     assert proposer._api_key() == SECRET
@@ -559,8 +792,12 @@ def test_bootstrap_reads_the_openai_key_from_the_named_variable_at_call_time() -
 
 def test_health_names_the_provider_and_model_never_the_key_or_endpoint() -> None:
     # Given services composed from settings naming an OpenAI-compatible model and its key
-    env = {"SENTINEL_MODEL_PROVIDER": "openai", "SENTINEL_MODEL_ID": "gpt-test",
-           "SENTINEL_MODEL_ENDPOINT_URL": "https://models.example/v1", "SENTINEL_MODEL_API_KEY": SECRET}
+    env = {
+        "SENTINEL_MODEL_PROVIDER": "openai",
+        "SENTINEL_MODEL_ID": "gpt-test",
+        "SENTINEL_MODEL_ENDPOINT_URL": "https://models.example/v1",
+        "SENTINEL_MODEL_API_KEY": SECRET,
+    }
     world = World()
     services = bootstrap.compose(Settings.from_env(env), store=world.store, environ=env)
     # When the health route answers

@@ -26,8 +26,10 @@ class RecordingClient:
 
         def call(**kwargs: Any) -> Any:
             values = kwargs.get("ExpressionAttributeValues", {})
-            pk = next((v["S"] for k, v in values.items() if k in (":pk", ":p")), kwargs.get("Key", {}).get(
-                "pk", {}).get("S", ""))
+            pk = next(
+                (v["S"] for k, v in values.items() if k in (":pk", ":p")),
+                kwargs.get("Key", {}).get("pk", {}).get("S", ""),
+            )
             self.calls[(name, pk, bool(kwargs.get("ConsistentRead")))] += 1
             return attr(**kwargs)
 
@@ -36,8 +38,11 @@ class RecordingClient:
 
 @pytest.fixture
 def dynamo_world(monkeypatch):
-    for name, value in {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "testing",
-                        "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+    for name, value in {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }.items():
         monkeypatch.setenv(name, value)
     with mock_aws():
         import boto3
@@ -52,8 +57,13 @@ def test_a_decision_reads_the_candidate_with_one_consistent_query_and_its_pages(
     world, client = dynamo_world
     # Given a candidate with a few facts on DynamoDB (pages of 3 items, so the read pages)
     cid = world.candidate()["candidate_id"]
-    world.gate.add_change_context(PROJECT, cid, CI, ChangeContextRequest.model_validate(
-        {"change": {"files": ["services/payments/api.py"]}}), None)
+    world.gate.add_change_context(
+        PROJECT,
+        cid,
+        CI,
+        ChangeContextRequest.model_validate({"change": {"files": ["services/payments/api.py"]}}),
+        None,
+    )
     world.gate.propose(PROJECT, cid, REQUESTER, None, None)
     client.calls.clear()
     # When the hook's decision is read

@@ -71,10 +71,24 @@ class Chain:
 
     def next(self, fact: dict[str, Any], *, head: dict[str, Any] | None = None, **extra: Any) -> Append:
         text = canonical_text(fact)
-        event = next_event(self.ref.project, self.ref.candidate_id, self.seq, self.hash, fact["type"], "alice",
-                           fact["recorded_at"], text)
-        return Append(self.ref, self.seq, event, text, {"seq": event["seq"], "hash": event["hash"], **(head or {})},
-                      **extra)
+        event = next_event(
+            self.ref.project,
+            self.ref.candidate_id,
+            self.seq,
+            self.hash,
+            fact["type"],
+            "alice",
+            fact["recorded_at"],
+            text,
+        )
+        return Append(
+            self.ref,
+            self.seq,
+            event,
+            text,
+            {"seq": event["seq"], "hash": event["hash"], **(head or {})},
+            **extra,
+        )
 
     def done(self, a: Append) -> Append:
         self.seq, self.hash = a.event["seq"], a.event["hash"]
@@ -86,8 +100,14 @@ def fact(n: int = 1, **more: Any) -> dict[str, Any]:
 
 
 def created(candidate_id: str, subject: str = "payments") -> dict[str, Any]:
-    return {"type": "candidate.created", "candidate_id": candidate_id, "subject": subject, "revision": "a" * 40,
-            "environment": "staging", "recorded_at": T0}
+    return {
+        "type": "candidate.created",
+        "candidate_id": candidate_id,
+        "subject": subject,
+        "revision": "a" * 40,
+        "environment": "staging",
+        "recorded_at": T0,
+    }
 
 
 def table(client: Any) -> list[dict[str, Any]]:
@@ -101,10 +121,22 @@ def write(store: DynamoStateStore, chain: Chain, f: dict[str, Any], **kwargs: An
     return chain.done(a)
 
 
-def record(caller: str = "alice", claimed_at: str = T0, lease_until: str = T1, ref: StreamRef = CAND,
-           key: str = "key-1") -> IdempotencyRecord:
-    return IdempotencyRecord(ref, "/candidates/cand_00000001/evidence", key, caller, "req-hash",
-                             claimed_at=claimed_at, lease_until=lease_until)
+def record(
+    caller: str = "alice",
+    claimed_at: str = T0,
+    lease_until: str = T1,
+    ref: StreamRef = CAND,
+    key: str = "key-1",
+) -> IdempotencyRecord:
+    return IdempotencyRecord(
+        ref,
+        "/candidates/cand_00000001/evidence",
+        key,
+        caller,
+        "req-hash",
+        claimed_at=claimed_at,
+        lease_until=lease_until,
+    )
 
 
 def completed(rec: IdempotencyRecord, body: dict[str, Any]) -> IdempotencyRecord:
@@ -135,9 +167,15 @@ def test_ensure_tables_is_idempotent_and_streams_new_images(client: Any) -> None
 def test_append_then_load_round_trips_with_one_query(store: DynamoStateStore, ref: StreamRef) -> None:
     # Given three appends to one chain, the last head carrying plan digest and (empty) approval expiry
     chain = Chain(ref)
-    appends = [write(store, chain, fact(n, note="" if n == 2 else "text é"),
-                     head={"plan_digest": "d" * 64 if n == 3 else "", "approval_valid_until": ""})
-               for n in (1, 2, 3)]
+    appends = [
+        write(
+            store,
+            chain,
+            fact(n, note="" if n == 2 else "text é"),
+            head={"plan_digest": "d" * 64 if n == 3 else "", "approval_valid_until": ""},
+        )
+        for n in (1, 2, 3)
+    ]
     store.calls.clear()
     # When the chain is loaded
     stream = store.load(ref)
@@ -229,7 +267,9 @@ def test_a_budget_cut_inside_a_split_fact_leaves_that_event_unread(client: Any) 
     assert cut is not None and not cut.complete and cut.events == [] and cut.facts == {} and cut.head is None
 
 
-def test_an_append_above_one_hundred_items_is_refused_before_any_call(client: Any, store: DynamoStateStore) -> None:
+def test_an_append_above_one_hundred_items_is_refused_before_any_call(
+    client: Any, store: DynamoStateStore
+) -> None:
     # Given an append carrying 99 outbox items next to its head and event
     a = Chain(CAND).next(fact(1), outbox=[{"outbox_id": f"o-{i}"} for i in range(99)])
     # When it is appended, Then it is refused without touching DynamoDB
@@ -250,15 +290,20 @@ def test_an_append_writing_one_item_twice_is_refused(client: Any, store: DynamoS
 # --- transaction conditions (rule 16) -----------------------------------------------------------------
 
 
-def test_plan_digest_and_approval_conditions_refuse_when_not_met(client: Any, store: DynamoStateStore) -> None:
+def test_plan_digest_and_approval_conditions_refuse_when_not_met(
+    client: Any, store: DynamoStateStore
+) -> None:
     # Given a chain whose head records plan digest D approved until T1
     chain = Chain(CAND)
     head = {"plan_digest": "d" * 64, "approval_valid_until": T1}
     write(store, chain, fact(1), head=head)
     before = table(client)
     # When an execution requires another digest, or an approval valid after T1 (the expiry itself)
-    for kwargs in ({"require_plan_digest": "e" * 64}, {"require_approval_after": T1},
-                   {"require_approval_after": T2}):
+    for kwargs in (
+        {"require_plan_digest": "e" * 64},
+        {"require_approval_after": T1},
+        {"require_approval_after": T2},
+    ):
         with pytest.raises(StoreConflict):
             store.append(chain.next(fact(2), head=head, outbox=[{"outbox_id": "exe"}], **kwargs))
     # Then nothing was written
@@ -290,17 +335,28 @@ def test_claim_race_raises_claim_taken_with_the_existing_id(client: Any, store: 
     assert store.find_claim(PROJECT, "K") == "cand_a" and store.find_claim(PROJECT, "other") is None
 
 
-def test_claim_taken_reads_the_winner_when_no_old_image_comes_back(client: Any, store: DynamoStateStore) -> None:
+def test_claim_taken_reads_the_winner_when_no_old_image_comes_back(
+    client: Any, store: DynamoStateStore
+) -> None:
     # Given DynamoDB cancels a create on its claim (item 3: head, event, claim) without the old image
     a = Chain(CAND).next(created("cand_00000001"), claim=("K", "cand_00000001"))
     with Stubber(client) as stub:
-        stub.add_client_error("transact_write_items", service_error_code="TransactionCanceledException",
-                              modeled_fields={"CancellationReasons": [{"Code": "None"}, {"Code": "None"},
-                                                                      {"Code": "ConditionalCheckFailed"}]})
-        stub.add_response("get_item", {"Item": {"pk": {"S": "P#demo"}, "sk": {"S": "U#K"},
-                                                "candidate_id": {"S": "cand_winner"}}},
-                          {"TableName": STATE, "Key": {"pk": {"S": "P#demo"}, "sk": {"S": "U#K"}},
-                           "ConsistentRead": True})
+        stub.add_client_error(
+            "transact_write_items",
+            service_error_code="TransactionCanceledException",
+            modeled_fields={
+                "CancellationReasons": [
+                    {"Code": "None"},
+                    {"Code": "None"},
+                    {"Code": "ConditionalCheckFailed"},
+                ]
+            },
+        )
+        stub.add_response(
+            "get_item",
+            {"Item": {"pk": {"S": "P#demo"}, "sk": {"S": "U#K"}, "candidate_id": {"S": "cand_winner"}}},
+            {"TableName": STATE, "Key": {"pk": {"S": "P#demo"}, "sk": {"S": "U#K"}}, "ConsistentRead": True},
+        )
         # When the store appends, Then the winner is read (consistently) and named
         with pytest.raises(ClaimTaken) as taken:
             store.append(a)
@@ -324,8 +380,13 @@ def test_list_claims_pages_with_an_opaque_cursor(store: DynamoStateStore) -> Non
     assert [len(p) for p in pages] == [2, 2, 1]
     rows = [r for p in pages for r in p]
     assert sorted(r["candidate_id"] for r in rows) == ids
-    assert rows[0] == {"candidate_id": "cand_0", "subject": "s0", "revision": "a" * 40, "environment": "staging",
-                       "created_at": T0}
+    assert rows[0] == {
+        "candidate_id": "cand_0",
+        "subject": "s0",
+        "revision": "a" * 40,
+        "environment": "staging",
+        "created_at": T0,
+    }
     # And an exact page leaves no dangling cursor
     assert store.list_claims(PROJECT, 5, None)[1] is None
 
@@ -383,8 +444,10 @@ def test_completion_inside_the_append_keeps_the_response_for_replay(store: Dynam
     assert got is not None and got.status == "completed"
     assert (got.response_body, got.caller, got.request_hash) == (body, "alice", "req-hash")
     # And the stored item keeps the shape earlier releases replay from (a 201 beside the body)
-    item = store.client.get_item(TableName=store.table_name, Key={
-        "pk": {"S": partition(CAND)}, "sk": {"S": idempotency_sk(mine.scope, mine.key)}})["Item"]
+    item = store.client.get_item(
+        TableName=store.table_name,
+        Key={"pk": {"S": partition(CAND)}, "sk": {"S": idempotency_sk(mine.scope, mine.key)}},
+    )["Item"]
     assert item["response_status"] == {"N": "201"} and "response_body" in item
     assert not store.idempotency_begin(record(caller="alice", claimed_at=T2, lease_until=T2))
     # And a release after completion keeps it
@@ -396,7 +459,9 @@ def test_a_large_response_body_is_kept_compressed(store: DynamoStateStore) -> No
     # Given a response body above one item's size (a candidate's 2,000 obligations)
     mine = record()
     assert store.idempotency_begin(mine)
-    body = {"obligations": [{"obligation_id": f"ob_{i:05d}", "scope": f"services/p/{i}" * 5} for i in range(4000)]}
+    body = {
+        "obligations": [{"obligation_id": f"ob_{i:05d}", "scope": f"services/p/{i}" * 5} for i in range(4000)]
+    }
     assert len(json.dumps(body)) > 400_000
     # When the append completing it lands, Then the body replays whole
     write(store, Chain(CAND), fact(1), idempotency=completed(mine, body))
@@ -404,8 +469,9 @@ def test_a_large_response_body_is_kept_compressed(store: DynamoStateStore) -> No
 
 
 @pytest.mark.parametrize("holder", ["bob", None, "alice-later"])
-def test_completion_over_another_claim_cancels_the_whole_append(client: Any, store: DynamoStateStore,
-                                                                 holder: str | None) -> None:
+def test_completion_over_another_claim_cancels_the_whole_append(
+    client: Any, store: DynamoStateStore, holder: str | None
+) -> None:
     # Given the key is held by bob, by nobody, or by a later claim of alice's that took the lapsed lease over
     if holder == "bob":
         assert store.idempotency_begin(record(caller="bob"))
@@ -426,8 +492,10 @@ def test_completion_over_another_claim_cancels_the_whole_append(client: Any, sto
 
 def test_pending_outbox_and_mark_relayed(client: Any, store: DynamoStateStore) -> None:
     # Given an execution with two outbox items
-    items = [{"outbox_id": "cand_00000001/exe_1", "kind": "action", "params": {"checks": ["c1"]}},
-             {"outbox_id": "cand_00000001/exe_2", "kind": "action", "params": {}}]
+    items = [
+        {"outbox_id": "cand_00000001/exe_1", "kind": "action", "params": {"checks": ["c1"]}},
+        {"outbox_id": "cand_00000001/exe_2", "kind": "action", "params": {}},
+    ]
     write(store, Chain(CAND), fact(1), outbox=items)
     # When the relay reads the pending items
     pending = store.pending_outbox()
@@ -453,50 +521,68 @@ def test_chain_heads_name_every_chain(store: DynamoStateStore) -> None:
     # When the heads are listed, Then each names its chain, seq and hash
     assert store.chain_heads() == [
         {"pk": "P#demo", "project": PROJECT, "candidate_id": None, "seq": 1, "hash": p.event["hash"]},
-        {"pk": "P#demo#C#cand_00000001", "project": PROJECT, "candidate_id": "cand_00000001", "seq": 2,
-         "hash": c.event["hash"]},
+        {
+            "pk": "P#demo#C#cand_00000001",
+            "project": PROJECT,
+            "candidate_id": "cand_00000001",
+            "seq": 2,
+            "hash": c.event["hash"],
+        },
     ]
 
 
 # --- failures are StoreUnavailable, never a guess (rule 3) ----------------------------------------------
 
 
-@pytest.mark.parametrize(("operation", "code", "status"), [
-    ("query", "ThrottlingException", 400),
-    ("query", "InternalServerError", 500),
-    ("query", "ServiceUnavailable", 503),
-    ("query", "RequestLimitExceeded", 400),
-    ("transact_write_items", "ProvisionedThroughputExceededException", 400),
-    ("transact_write_items", "InternalServerError", 500),
-    ("get_item", "ThrottlingException", 400),
-    ("put_item", "ThrottlingException", 400),
-    ("delete_item", "InternalServerError", 500),
-])
-def test_dynamodb_errors_are_store_unavailable(client: Any, store: DynamoStateStore, operation: str, code: str,
-                                               status: int) -> None:
+@pytest.mark.parametrize(
+    ("operation", "code", "status"),
+    [
+        ("query", "ThrottlingException", 400),
+        ("query", "InternalServerError", 500),
+        ("query", "ServiceUnavailable", 503),
+        ("query", "RequestLimitExceeded", 400),
+        ("transact_write_items", "ProvisionedThroughputExceededException", 400),
+        ("transact_write_items", "InternalServerError", 500),
+        ("get_item", "ThrottlingException", 400),
+        ("put_item", "ThrottlingException", 400),
+        ("delete_item", "InternalServerError", 500),
+    ],
+)
+def test_dynamodb_errors_are_store_unavailable(
+    client: Any, store: DynamoStateStore, operation: str, code: str, status: int
+) -> None:
     # Given DynamoDB answers the next call with a throttle or a server error
     with Stubber(client) as stub:
         stub.add_client_error(operation, service_error_code=code, http_status_code=status)
         # When the store makes that call, Then it is unavailable, never a guess (not "absent", not "taken")
         with pytest.raises(StoreUnavailable):
-            {"query": lambda: store.load(CAND),
-             "transact_write_items": lambda: store.append(Chain(CAND).next(fact(1))),
-             "get_item": lambda: store.idempotency_get(CAND, "s", "k"),
-             "put_item": lambda: store.idempotency_begin(record()),
-             "delete_item": lambda: store.idempotency_release(record())}[operation]()
+            {
+                "query": lambda: store.load(CAND),
+                "transact_write_items": lambda: store.append(Chain(CAND).next(fact(1))),
+                "get_item": lambda: store.idempotency_get(CAND, "s", "k"),
+                "put_item": lambda: store.idempotency_begin(record()),
+                "delete_item": lambda: store.idempotency_release(record()),
+            }[operation]()
 
 
-@pytest.mark.parametrize(("reasons", "expected"), [
-    (["TransactionConflict", "None"], StoreConflict),
-    (["ThrottlingError", "None"], StoreUnavailable),
-    (["None", "ValidationError"], StoreUnavailable),
-])
-def test_cancellation_reasons_decide_conflict_or_unavailable(client: Any, store: DynamoStateStore,
-                                                             reasons: list[str], expected: type) -> None:
+@pytest.mark.parametrize(
+    ("reasons", "expected"),
+    [
+        (["TransactionConflict", "None"], StoreConflict),
+        (["ThrottlingError", "None"], StoreUnavailable),
+        (["None", "ValidationError"], StoreUnavailable),
+    ],
+)
+def test_cancellation_reasons_decide_conflict_or_unavailable(
+    client: Any, store: DynamoStateStore, reasons: list[str], expected: type
+) -> None:
     # Given DynamoDB cancels the transaction for these reasons
     with Stubber(client) as stub:
-        stub.add_client_error("transact_write_items", service_error_code="TransactionCanceledException",
-                              modeled_fields={"CancellationReasons": [{"Code": r} for r in reasons]})
+        stub.add_client_error(
+            "transact_write_items",
+            service_error_code="TransactionCanceledException",
+            modeled_fields={"CancellationReasons": [{"Code": r} for r in reasons]},
+        )
         # When the store appends, Then a race is a conflict and anything else is unavailable
         with pytest.raises(expected):
             store.append(Chain(CAND).next(fact(1)))
@@ -511,22 +597,33 @@ class Broken:
     def __getattr__(self, name: str) -> Any:
         def call(**_kwargs: Any) -> Any:
             raise self.error
+
         return call
 
 
-@pytest.mark.parametrize("error", [
-    EndpointConnectionError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com"),
-    ReadTimeoutError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com"),
-    ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "Query"),
-], ids=["connect", "read-timeout", "access-denied"])
+@pytest.mark.parametrize(
+    "error",
+    [
+        EndpointConnectionError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com"),
+        ReadTimeoutError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com"),
+        ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "Query"),
+    ],
+    ids=["connect", "read-timeout", "access-denied"],
+)
 def test_transport_failures_are_store_unavailable(error: Exception) -> None:
     # Given a store whose client cannot reach DynamoDB
     store = DynamoStateStore(Broken(error), STATE)
     # When it reads or writes anything, Then it is unavailable
-    for call in (lambda: store.load(CAND), lambda: store.append(Chain(CAND).next(fact(1))),
-                 lambda: store.find_claim(PROJECT, "k"), lambda: store.list_claims(PROJECT, 10, None),
-                 lambda: store.idempotency_get(CAND, "s", "k"), lambda: store.idempotency_begin(record()),
-                 lambda: store.idempotency_release(record()), lambda: store.pending_outbox(),
-                 lambda: store.chain_heads()):
+    for call in (
+        lambda: store.load(CAND),
+        lambda: store.append(Chain(CAND).next(fact(1))),
+        lambda: store.find_claim(PROJECT, "k"),
+        lambda: store.list_claims(PROJECT, 10, None),
+        lambda: store.idempotency_get(CAND, "s", "k"),
+        lambda: store.idempotency_begin(record()),
+        lambda: store.idempotency_release(record()),
+        lambda: store.pending_outbox(),
+        lambda: store.chain_heads(),
+    ):
         with pytest.raises(StoreUnavailable):
             call()

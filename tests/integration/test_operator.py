@@ -32,7 +32,9 @@ def chain(operator: Operator, project: str) -> list[str]:
 
 def test_provisioning_is_idempotent(operator: Operator) -> None:
     # Given a project provisioned with its policies and configuration
-    assert operator.provision_project("shop", {"unit-tests": UNIT_POLICY, "lint": LINT_POLICY}, CONFIG) is True
+    assert (
+        operator.provision_project("shop", {"unit-tests": UNIT_POLICY, "lint": LINT_POLICY}, CONFIG) is True
+    )
     # When it is provisioned again
     again = operator.provision_project("shop", {"unit-tests": UNIT_POLICY}, {})
     # Then nothing is written the second time
@@ -51,12 +53,16 @@ def test_issuing_adds_then_rotates_and_records_both(operator: Operator) -> None:
     assert chain(operator, "shop") == ["project.created", "principal.added", "principal.rotated"]
 
 
-@pytest.mark.parametrize(("kind", "sponsor", "roles"), [
-    ("ci", None, {"shop": ["publisher"]}),
-    ("human", None, {"shop": ["reviewer", "admin"]}),
-])
-def test_issuing_never_changes_who_an_existing_principal_is(operator: Operator, kind: str, sponsor: str | None,
-                                                           roles: dict[str, list[str]]) -> None:
+@pytest.mark.parametrize(
+    ("kind", "sponsor", "roles"),
+    [
+        ("ci", None, {"shop": ["publisher"]}),
+        ("human", None, {"shop": ["reviewer", "admin"]}),
+    ],
+)
+def test_issuing_never_changes_who_an_existing_principal_is(
+    operator: Operator, kind: str, sponsor: str | None, roles: dict[str, list[str]]
+) -> None:
     # Given a human reviewer
     operator.create_project("shop")
     operator.issue("hank", "human", None, {"shop": ["reviewer"]})

@@ -72,8 +72,12 @@ def directory(client: Any) -> PrincipalDirectory:
 @pytest.fixture
 def authorize(client: Any) -> Handler:
     """The authorizer over the test table, the known key and a fixed clock, as the composition root builds it."""
-    services = compose(Settings.from_env({"SENTINEL_PRINCIPALS_TABLE": TABLE, "AWS_REGION": REGION}),
-                       dynamodb=client, token_key=KEY, clock=FixedClock(NOW))
+    services = compose(
+        Settings.from_env({"SENTINEL_PRINCIPALS_TABLE": TABLE, "AWS_REGION": REGION}),
+        dynamodb=client,
+        token_key=KEY,
+        clock=FixedClock(NOW),
+    )
     return make_authorizer(lambda: services)
 
 
@@ -404,7 +408,9 @@ def event(authorization: str | None) -> dict[str, Any]:
     "authorization",
     [None, "", "Bearer", "Bearer ", "Basic abc", "Bearer snt_abc", "Token " + "snt_" + "0" * 49],
 )
-def test_the_authorizer_refuses_missing_and_malformed_credentials(authorize: Handler, authorization: str | None):
+def test_the_authorizer_refuses_missing_and_malformed_credentials(
+    authorize: Handler, authorization: str | None
+):
     # Given a request without a usable bearer token  When authorized  Then refused
     assert authorize(event(authorization), None) == {"isAuthorized": False}
 
@@ -437,7 +443,9 @@ def test_the_authorizer_answers_a_valid_token_with_the_principal(authorize: Hand
     assert human["isAuthorized"] is True and human["context"]["sponsor"] == ""
 
 
-def test_the_authorizer_reads_the_identity_source_when_headers_are_absent(authorize: Handler, admin: PrincipalAdmin):
+def test_the_authorizer_reads_the_identity_source_when_headers_are_absent(
+    authorize: Handler, admin: PrincipalAdmin
+):
     # Given an event carrying the credential only in identitySource
     token = add_human(admin)
     request = {"version": "2.0", "type": "REQUEST", "identitySource": ["Bearer " + token]}
@@ -457,8 +465,11 @@ def test_the_authorizer_refuses_revoked_and_expired_tokens(authorize: Handler, a
 
 def test_the_authorizer_fails_closed_when_the_table_is_unreadable(aws: None):
     # Given an authorizer whose table does not exist
-    services = compose(Settings.from_env({"SENTINEL_PRINCIPALS_TABLE": "missing-table", "AWS_REGION": REGION}),
-                       dynamodb=boto3.client("dynamodb", region_name=REGION), token_key=KEY)
+    services = compose(
+        Settings.from_env({"SENTINEL_PRINCIPALS_TABLE": "missing-table", "AWS_REGION": REGION}),
+        dynamodb=boto3.client("dynamodb", region_name=REGION),
+        token_key=KEY,
+    )
     authorize = make_authorizer(lambda: services)
     # When a well-formed token is presented  Then refused, not an exception
     assert authorize(event("Bearer " + new_token()), None) == {"isAuthorized": False}

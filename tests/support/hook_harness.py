@@ -24,8 +24,14 @@ from support.paths import REPO
 ROOT = REPO
 CORPUS = SHARED_CORPUS / "hooks" / "constructed-from-docs" / "input"
 HOOK_SCRIPT = Path(sys.executable).parent / "sentinel-hook"
-GIT_IDENTITY = ["-c", "user.name=Sentinel Test", "-c", "user.email=test@example.invalid",
-                "-c", "commit.gpgsign=false"]
+GIT_IDENTITY = [
+    "-c",
+    "user.name=Sentinel Test",
+    "-c",
+    "user.email=test@example.invalid",
+    "-c",
+    "commit.gpgsign=false",
+]
 
 
 @dataclass(frozen=True)
@@ -45,8 +51,13 @@ def hook_command(*args: str) -> list[str]:
 
 def clean_env(home: Path, **settings: str) -> dict[str, str]:
     """Nothing of the developer's environment leaks in: a fresh HOME and only the SENTINEL_* given."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
-           "GIT_CONFIG_NOSYSTEM": "1", "PYTHONPATH": str(ROOT)}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "PYTHONPATH": str(ROOT),
+    }
     env.update({f"SENTINEL_{name.upper()}": value for name, value in settings.items()})
     return env
 
@@ -54,15 +65,23 @@ def clean_env(home: Path, **settings: str) -> dict[str, str]:
 def run_hook(stdin: dict[str, Any] | bytes, env: dict[str, str], *args: str, timeout: float = 30) -> Ran:
     data = stdin if isinstance(stdin, bytes) else json.dumps(stdin).encode()
     started = time.monotonic()
-    done = subprocess.run(hook_command(*args), input=data, capture_output=True, env=env, timeout=timeout,
-                          cwd=env["HOME"], check=False)
+    done = subprocess.run(
+        hook_command(*args),
+        input=data,
+        capture_output=True,
+        env=env,
+        timeout=timeout,
+        cwd=env["HOME"],
+        check=False,
+    )
     return Ran(done.returncode, done.stdout.decode(), done.stderr.decode(), time.monotonic() - started)
 
 
 def git(*args: str, cwd: Path) -> str:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
-    done = subprocess.run(["git", *GIT_IDENTITY, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        ["git", *GIT_IDENTITY, *args], cwd=cwd, env=env, capture_output=True, text=True, check=True
+    )
     return done.stdout.strip()
 
 
@@ -87,9 +106,16 @@ def corpus_event(name: str, **changes: Any) -> dict[str, Any]:
 
 def bash_event(command: str, cwd: Path | str) -> dict[str, Any]:
     """A PreToolUse Bash event in the documented shape (the corpus's minimal payload, with a command)."""
-    return {"session_id": "test", "transcript_path": "/dev/null", "cwd": str(cwd), "permission_mode": "default",
-            "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": command},
-            "tool_use_id": "toolu_test"}
+    return {
+        "session_id": "test",
+        "transcript_path": "/dev/null",
+        "cwd": str(cwd),
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": command},
+        "tool_use_id": "toolu_test",
+    }
 
 
 Answer = tuple[int, dict[str, str], bytes]

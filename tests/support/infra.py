@@ -73,9 +73,13 @@ def functions_by_name(synth: Synthesized) -> dict[str, tuple[str, dict[str, Any]
 
 def nag_findings(outdir: Path) -> set[tuple[str, str]]:
     report = json.loads((outdir / "validation-report.json").read_text())
-    return {(violation["ruleName"], construct["constructPath"])
-            for plugin in report["pluginReports"] if plugin["pluginName"] == "AwsSolutions"
-            for violation in plugin["violations"] for construct in violation["violatingConstructs"]}
+    return {
+        (violation["ruleName"], construct["constructPath"])
+        for plugin in report["pluginReports"]
+        if plugin["pluginName"] == "AwsSolutions"
+        for violation in plugin["violations"]
+        for construct in violation["violatingConstructs"]
+    }
 
 
 class WithheldAcknowledgements:

@@ -38,7 +38,12 @@ from support.world import BASE, CI, PROJECT, REQUESTER, REV, REVIEWER, World
 FILES = ["services/payments/api.py", "docs/guide.md"]
 WRITES = frozenset({"transact_write_items", "put_item", "delete_item", "update_item"})
 READS = frozenset({"query", "get_item", "scan"})
-WRITTEN = (Replayable, PlanStored, ConfigVersionStored, PolicyVersionStored)  # the outcomes a route answers 201
+WRITTEN = (
+    Replayable,
+    PlanStored,
+    ConfigVersionStored,
+    PolicyVersionStored,
+)  # the outcomes a route answers 201
 
 
 @contextlib.contextmanager
@@ -47,11 +52,24 @@ def moto_dynamodb() -> Iterator[Any]:
     import boto3
     from moto import mock_aws
 
-    saved = {k: os.environ.get(k) for k in ("AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                                            "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL",
-                                            "AWS_ENDPOINT_URL_DYNAMODB")}
-    os.environ.update(AWS_DEFAULT_REGION="us-east-1", AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-                      AWS_SESSION_TOKEN="testing")
+    saved = {
+        k: os.environ.get(k)
+        for k in (
+            "AWS_DEFAULT_REGION",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+            "AWS_PROFILE",
+            "AWS_ENDPOINT_URL",
+            "AWS_ENDPOINT_URL_DYNAMODB",
+        )
+    }
+    os.environ.update(
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_SESSION_TOKEN="testing",
+    )
     for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"):
         os.environ.pop(name, None)
     try:
@@ -67,9 +85,16 @@ def moto_dynamodb() -> Iterator[Any]:
 
 # ---- faults ------------------------------------------------------------------------------------------------
 
+
 def client_error(code: str, operation: str, status: int = 400, **extra: Any) -> ClientError:
-    return ClientError({"Error": {"Code": code, "Message": f"injected {code}"},
-                        "ResponseMetadata": {"HTTPStatusCode": status}, **extra}, operation)
+    return ClientError(
+        {
+            "Error": {"Code": code, "Message": f"injected {code}"},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+            **extra,
+        },
+        operation,
+    )
 
 
 MODES = ("throttle", "timeout", "server_error", "lost_response", "cancelled", "cancelled_always")
@@ -135,8 +160,12 @@ class FaultyClient:
     def _fail(name: str, mode: str, attr: Any, kwargs: dict[str, Any]) -> Any:
         operation = "".join(part.title() for part in name.split("_"))
         if mode == "throttle":
-            raise client_error("ThrottlingException" if name == "transact_write_items"
-                               else "ProvisionedThroughputExceededException", operation)
+            raise client_error(
+                "ThrottlingException"
+                if name == "transact_write_items"
+                else "ProvisionedThroughputExceededException",
+                operation,
+            )
         if mode == "timeout":
             raise ConnectTimeoutError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com")
         if mode == "server_error":
@@ -146,7 +175,9 @@ class FaultyClient:
             raise ReadTimeoutError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com")
         # cancelled, cancelled_always: the conditional write lost, and wrote nothing
         if name == "transact_write_items":
-            reasons = [{"Code": "ConditionalCheckFailed"}] + [{"Code": "None"}] * (len(kwargs["TransactItems"]) - 1)
+            reasons = [{"Code": "ConditionalCheckFailed"}] + [{"Code": "None"}] * (
+                len(kwargs["TransactItems"]) - 1
+            )
             raise client_error("TransactionCanceledException", operation, CancellationReasons=reasons)
         if "ConditionExpression" in kwargs:
             raise client_error("ConditionalCheckFailedException", operation)
@@ -154,6 +185,7 @@ class FaultyClient:
 
 
 # ---- the gate over one table -------------------------------------------------------------------------------
+
 
 class Tables:
     """Fresh state tables on one moto client, each with its own name, dropped at the end."""
@@ -167,8 +199,11 @@ class Tables:
         self.client.create_table(**state_table_definition(name))
         self.names.append(name)
         for start in range(0, len(items or []), 25):
-            self.client.batch_write_item(RequestItems={name: [{"PutRequest": {"Item": item}}
-                                                              for item in (items or [])[start:start + 25]]})
+            self.client.batch_write_item(
+                RequestItems={
+                    name: [{"PutRequest": {"Item": item}} for item in (items or [])[start : start + 25]]
+                }
+            )
         return name
 
     def drop(self, name: str) -> None:
@@ -210,8 +245,12 @@ def outcome(run: Callable[[], Any]) -> Outcome:
     try:
         result = run()
     except Refusal as refusal:
-        return Outcome(refusal_status(refusal), refusal.code, {"detail": refusal.detail, **refusal.extra},
-                       refusal_headers(refusal))
+        return Outcome(
+            refusal_status(refusal),
+            refusal.code,
+            {"detail": refusal.detail, **refusal.extra},
+            refusal_headers(refusal),
+        )
     if isinstance(result, Decision):  # Gate.evaluate answers the decision itself
         return Outcome(200, None, result.as_dict())
     status = 201 if isinstance(result, WRITTEN) else 200
@@ -219,7 +258,11 @@ def outcome(run: Callable[[], Any]) -> Outcome:
 
 
 def junit(tests: int = 3) -> str:
-    return "<testsuite>" + "".join(f'<testcase classname="c" name="t{n}"/>' for n in range(tests)) + "</testsuite>"
+    return (
+        "<testsuite>"
+        + "".join(f'<testcase classname="c" name="t{n}"/>' for n in range(tests))
+        + "</testsuite>"
+    )
 
 
 @dataclass
@@ -233,48 +276,101 @@ class Flow:
     digest: str = ""
     evidence: dict[str, str] = field(default_factory=dict)
 
-    STEPS = ("create", "attest", "propose", "amend", "approve", "execute", "evidence 1", "evidence 2",
-             "report 1", "report 2", "decide", "read decision")
+    STEPS = (
+        "create",
+        "attest",
+        "propose",
+        "amend",
+        "approve",
+        "execute",
+        "evidence 1",
+        "evidence 2",
+        "report 1",
+        "report 2",
+        "decide",
+        "read decision",
+    )
 
     def tasks(self) -> list[dict[str, Any]]:
         return self.proposal["plan"]["tasks"]
 
     def plan(self) -> dict[str, Any]:
         checks = [c["check_id"] for t in self.tasks() for c in t["checks"]]
-        return dict(self.proposal["plan"], actions=[{"action_id": "A1", "type": "dispatch_checks",
-                                                     "params": {"checks": checks}, "max_executions": 1}])
+        return dict(
+            self.proposal["plan"],
+            actions=[
+                {
+                    "action_id": "A1",
+                    "type": "dispatch_checks",
+                    "params": {"checks": checks},
+                    "max_executions": 1,
+                }
+            ],
+        )
 
     def run(self, gate: Gate, step: str) -> Outcome:
         cid = self.candidate_id
         if step == "create":
-            request = CandidateRequest.model_validate({"subject": "payments", "base_revision": BASE, "revision": REV,
-                                                       "environment": "staging", "change": {"files": FILES}})
+            request = CandidateRequest.model_validate(
+                {
+                    "subject": "payments",
+                    "base_revision": BASE,
+                    "revision": REV,
+                    "environment": "staging",
+                    "change": {"files": FILES},
+                }
+            )
             out = outcome(lambda: gate.create_candidate(PROJECT, REQUESTER, request, "k-create"))
             if out.accepted:
                 self.candidate_id = out.body["candidate_id"]
                 self.scopes = {o["obligation_id"]: o["scope"] for o in out.body["obligations"]}
             return out
         if step == "attest":
-            return outcome(lambda: gate.add_change_context(PROJECT, cid, CI, ChangeContextRequest.model_validate(
-                {"change": {"files": FILES}}), "k-attest"))
+            return outcome(
+                lambda: gate.add_change_context(
+                    PROJECT,
+                    cid,
+                    CI,
+                    ChangeContextRequest.model_validate({"change": {"files": FILES}}),
+                    "k-attest",
+                )
+            )
         if step == "propose":
             out = outcome(lambda: gate.propose(PROJECT, cid, REQUESTER, None, "k-propose"))
             if out.accepted:
                 self.proposal = out.body
             return out
         if step == "amend":
-            out = outcome(lambda: gate.put_plan(PROJECT, cid, REQUESTER, self.plan(),
-                                                f'"{self.proposal["plan_digest"]}"'))
+            out = outcome(
+                lambda: gate.put_plan(
+                    PROJECT, cid, REQUESTER, self.plan(), f'"{self.proposal["plan_digest"]}"'
+                )
+            )
             if out.accepted:
                 self.digest = out.body["plan_digest"]
             return out
         if step == "approve":
-            return outcome(lambda: gate.review(PROJECT, cid, REVIEWER, ReviewRequest(
-                decision="approve", plan_digest=self.digest, revision=REV), "k-approve"))
+            return outcome(
+                lambda: gate.review(
+                    PROJECT,
+                    cid,
+                    REVIEWER,
+                    ReviewRequest(decision="approve", plan_digest=self.digest, revision=REV),
+                    "k-approve",
+                )
+            )
         if step == "execute":
             params = self.plan()["actions"][0]["params"]
-            return outcome(lambda: gate.execute(PROJECT, cid, "A1", REQUESTER, ExecutionRequest(
-                plan_digest=self.digest, params=params), "k-execute"))
+            return outcome(
+                lambda: gate.execute(
+                    PROJECT,
+                    cid,
+                    "A1",
+                    REQUESTER,
+                    ExecutionRequest(plan_digest=self.digest, params=params),
+                    "k-execute",
+                )
+            )
         if step.startswith("evidence"):
             return self.post_evidence(gate, step)
         if step.startswith("report"):
@@ -291,14 +387,22 @@ class Flow:
         task = self.tasks()[int(step[-1]) - 1]
         check = task["checks"][0]
         scopes = [self.scope_of(o) for o in check["covers"]]
-        body: dict[str, Any] = {"check_id": check["check_id"], "subject": "payments", "revision": REV,
-                                "environment": "staging", "scope": scopes,
-                                "observed_at": format_time(gate.clock.now()), "source": {"system": "ci"}}
+        body: dict[str, Any] = {
+            "check_id": check["check_id"],
+            "subject": "payments",
+            "revision": REV,
+            "environment": "staging",
+            "scope": scopes,
+            "observed_at": format_time(gate.clock.now()),
+            "source": {"system": "ci"},
+        }
         if check["policy_ref"] == "lint":
             body["result"] = {"exit_code": 0, "artifacts": []}
         else:
             body["junit_xml"] = junit()
-        out = outcome(lambda: gate.post_evidence(PROJECT, cid, CI, EvidenceRequest.model_validate(body), f"k-{step}"))
+        out = outcome(
+            lambda: gate.post_evidence(PROJECT, cid, CI, EvidenceRequest.model_validate(body), f"k-{step}")
+        )
         if out.accepted:
             self.evidence[check["check_id"]] = out.body["evidence_id"]
         return out
@@ -307,10 +411,22 @@ class Flow:
         """`report N`: the requester reports task N completed, each check with the evidence posted for it."""
         cid = self.candidate_id
         task = self.tasks()[int(step[-1]) - 1]
-        claims = [{"check_id": c["check_id"], "evidence_id": self.evidence.get(c["check_id"], "ev_none")}
-                  for c in task["checks"]]
-        return outcome(lambda: gate.report(PROJECT, cid, task["task_id"], REQUESTER, ReportRequest.model_validate(
-            {"plan_digest": self.digest, "status": "completed", "checks": claims}), f"k-{step}"))
+        claims = [
+            {"check_id": c["check_id"], "evidence_id": self.evidence.get(c["check_id"], "ev_none")}
+            for c in task["checks"]
+        ]
+        return outcome(
+            lambda: gate.report(
+                PROJECT,
+                cid,
+                task["task_id"],
+                REQUESTER,
+                ReportRequest.model_validate(
+                    {"plan_digest": self.digest, "status": "completed", "checks": claims}
+                ),
+                f"k-{step}",
+            )
+        )
 
     def scope_of(self, obligation_id: str) -> str:
         return self.scopes[obligation_id]
@@ -346,7 +462,9 @@ class DynamoWorld:
         self.gate = Gate(self.store, self.clock, self.ids)
 
     def freeze(self) -> Frozen:
-        return Frozen(scan(self.raw, self.table), self.clock.now(), self.ids.counter, copy.deepcopy(self.flow))
+        return Frozen(
+            scan(self.raw, self.table), self.clock.now(), self.ids.counter, copy.deepcopy(self.flow)
+        )
 
     def step(self, name: str) -> Outcome:
         return self.flow.run(self.gate, name)
@@ -366,6 +484,7 @@ class DynamoWorld:
 
 
 # ---- what a table must look like, whatever failed --------------------------------------------------------
+
 
 def _s(item: dict[str, Any], name: str) -> str:
     return item.get(name, {}).get("S", "")
@@ -403,7 +522,9 @@ def streams_of(items: list[dict[str, Any]]) -> dict[StreamRef, Stream]:
             if part:
                 facts[int(seq_text)] += _s(item, "fact")
                 continue
-            events.append({k: _plain(v) for k, v in item.items() if k not in ("pk", "sk", "fact", "fact_parts")})
+            events.append(
+                {k: _plain(v) for k, v in item.items() if k not in ("pk", "sk", "fact", "fact_parts")}
+            )
             facts[int(seq_text)] = _s(item, "fact")
         head = {k: _plain(v) for k, v in head_item.items() if k not in ("pk", "sk")}
         out[ref] = Stream(ref, events, facts, head)
@@ -435,7 +556,9 @@ class Audit:
         """The gate's verdict on exactly what the table holds (the same core, over a copy in memory)."""
         store = MemoryStore()
         store.streams = copy.deepcopy(self.streams)
-        return Gate(store, FixedClock(at), SequentialIds()).evaluate(PROJECT, candidate_id, REQUESTER).decision
+        return (
+            Gate(store, FixedClock(at), SequentialIds()).evaluate(PROJECT, candidate_id, REQUESTER).decision
+        )
 
 
 def audit_table(world: DynamoWorld, *, allow_in_progress: bool = False) -> Audit:
@@ -453,13 +576,21 @@ def audit_table(world: DynamoWorld, *, allow_in_progress: bool = False) -> Audit
     streams = streams_of(items)
     for pk, group in by_pk.items():
         head = next((i for i in group if _s(i, "sk") == "HEAD"), None)
-        events = {int(_s(i, "sk")[2:]): i for i in group if _s(i, "sk").startswith("E#") and "#" not in _s(i, "sk")[2:]}
+        events = {
+            int(_s(i, "sk")[2:]): i
+            for i in group
+            if _s(i, "sk").startswith("E#") and "#" not in _s(i, "sk")[2:]
+        }
         parts = [i for i in group if _s(i, "sk").startswith("E#") and "#" in _s(i, "sk")[2:]]
         length = _n(head, "seq") if head else 0
-        assert sorted(events) == list(range(1, length + 1)), f"{pk}: events {sorted(events)} under head {length}"
+        assert sorted(events) == list(range(1, length + 1)), (
+            f"{pk}: events {sorted(events)} under head {length}"
+        )
         for part in parts:
             seq, number = (int(x) for x in _s(part, "sk")[2:].split("#"))
-            assert seq in events and number < _n(events[seq], "fact_parts"), f"{pk}: a stray fact part {part['sk']}"
+            assert seq in events and number < _n(events[seq], "fact_parts"), (
+                f"{pk}: a stray fact part {part['sk']}"
+            )
         for seq, event in events.items():
             wanted = {f"E#{seq:010d}#{n:03d}" for n in range(1, _n(event, "fact_parts"))}
             assert wanted <= {_s(p, "sk") for p in parts}, f"{pk}: event {seq} lost a fact part"
@@ -482,16 +613,28 @@ def audit_table(world: DynamoWorld, *, allow_in_progress: bool = False) -> Audit
                     in_progress += 1
                     continue
                 body = _body(item) or {}
-                target = f"{pk}#C#{body['candidate_id']}" if "#C#" not in pk and "candidate_id" in body else pk
+                target = (
+                    f"{pk}#C#{body['candidate_id']}" if "#C#" not in pk and "candidate_id" in body else pk
+                )
                 if "seq" in body:
-                    assert chains.get(target, _n(next((i for i in by_pk.get(target, []) if _s(i, "sk") == "HEAD"),
-                                                      {}), "seq")) >= body["seq"], f"{pk}: a kept answer without its event"
+                    assert (
+                        chains.get(
+                            target,
+                            _n(next((i for i in by_pk.get(target, []) if _s(i, "sk") == "HEAD"), {}), "seq"),
+                        )
+                        >= body["seq"]
+                    ), f"{pk}: a kept answer without its event"
             elif sk.startswith("U#"):
                 target = f"{pk}#C#{_s(item, 'candidate_id')}"
-                assert any(_s(i, "sk") == "HEAD" for i in by_pk.get(target, [])), f"{pk}: a claim without its candidate"
-    executed = [(pk, f["execution_id"]) for pk, fs in facts.items() for f in fs if f["type"] == "action.executed"]
-    assert sorted(executed) == sorted((f"P#{o['project']}#C#{o['candidate_id']}", o["execution_id"]) for o in outbox), \
-        "every side effect is exactly one audited execution"
+                assert any(_s(i, "sk") == "HEAD" for i in by_pk.get(target, [])), (
+                    f"{pk}: a claim without its candidate"
+                )
+    executed = [
+        (pk, f["execution_id"]) for pk, fs in facts.items() for f in fs if f["type"] == "action.executed"
+    ]
+    assert sorted(executed) == sorted(
+        (f"P#{o['project']}#C#{o['candidate_id']}", o["execution_id"]) for o in outbox
+    ), "every side effect is exactly one audited execution"
     assert allow_in_progress or in_progress == 0, "an idempotency claim was left in progress"
     return Audit(chains, facts, outbox, in_progress, streams)
 

@@ -26,8 +26,12 @@ def functions_asset(synth: Synth, build: Path) -> Asset:
     return found[0]
 
 
-def zip_with(source: Path, dest: Path, replace: dict[str, Callable[[str], str]] | None = None,
-             extra: dict[str, str] | None = None) -> Path:
+def zip_with(
+    source: Path,
+    dest: Path,
+    replace: dict[str, Callable[[str], str]] | None = None,
+    extra: dict[str, str] | None = None,
+) -> Path:
     """A copy of a zip with some files' text changed and some added, written as the build writes zips."""
     import sys
 
@@ -60,8 +64,12 @@ def build_with_functions(build: Path, functions_zip: Path, dest: Path) -> Path:
         digest = hashlib.sha256(source.read_bytes()).digest()
         import base64
 
-        entry.update(path=str(source.resolve()), sha256=digest.hex(),
-                     code_sha256=base64.b64encode(digest).decode(), bytes=source.stat().st_size)
+        entry.update(
+            path=str(source.resolve()),
+            sha256=digest.hex(),
+            code_sha256=base64.b64encode(digest).decode(),
+            bytes=source.stat().st_size,
+        )
     (dest / "digests.json").write_text(json.dumps(manifest, indent=2))
     return dest
 

@@ -13,20 +13,42 @@ REV = "a" * 40
 BASE = "b" * 40
 PROJECT = "demo"
 
-UNIT_POLICY = {"check_type": "unit", "command": "pytest -q {scope}", "expected_exit_code": 0,
-               "expected_artifacts": [], "fail_message": "Unit tests failed",
-               "remediation_hint": "Run pytest -q locally and read the first failure",
-               "max_evidence_age_seconds": 86400, "trusted_publishers": ["ci-bot"], "min_tests": 1}
-LINT_POLICY = {"check_type": "lint", "command": "ruff check {scope}", "expected_exit_code": 0,
-               "expected_artifacts": [], "fail_message": "Lint failed", "remediation_hint": "Run ruff check",
-               "max_evidence_age_seconds": 3600, "trusted_publishers": ["ci-bot"], "min_tests": 0}
-CONFIG = {"environments": ["staging", "production"],
-          "derivation_rules": [{"files": ["services/payments/**"], "policy_id": "unit-tests",
-                                "scope": "payments-api"},
-                               {"files": ["docs/**"], "policy_id": "lint"}],
-          "unclassified_policy": "unit-tests", "change_context_publishers": ["ci-bot"],
-          "allowed_action_types": ["dispatch_checks", "notify"], "notify_channels": ["release-room"],
-          "approvals_required": 1, "approval_ttl_seconds": 86400, "settlement_required": False}
+UNIT_POLICY = {
+    "check_type": "unit",
+    "command": "pytest -q {scope}",
+    "expected_exit_code": 0,
+    "expected_artifacts": [],
+    "fail_message": "Unit tests failed",
+    "remediation_hint": "Run pytest -q locally and read the first failure",
+    "max_evidence_age_seconds": 86400,
+    "trusted_publishers": ["ci-bot"],
+    "min_tests": 1,
+}
+LINT_POLICY = {
+    "check_type": "lint",
+    "command": "ruff check {scope}",
+    "expected_exit_code": 0,
+    "expected_artifacts": [],
+    "fail_message": "Lint failed",
+    "remediation_hint": "Run ruff check",
+    "max_evidence_age_seconds": 3600,
+    "trusted_publishers": ["ci-bot"],
+    "min_tests": 0,
+}
+CONFIG = {
+    "environments": ["staging", "production"],
+    "derivation_rules": [
+        {"files": ["services/payments/**"], "policy_id": "unit-tests", "scope": "payments-api"},
+        {"files": ["docs/**"], "policy_id": "lint"},
+    ],
+    "unclassified_policy": "unit-tests",
+    "change_context_publishers": ["ci-bot"],
+    "allowed_action_types": ["dispatch_checks", "notify"],
+    "notify_channels": ["release-room"],
+    "approvals_required": 1,
+    "approval_ttl_seconds": 86400,
+    "settlement_required": False,
+}
 
 
 def actor(id_: str, kind: str, *roles: str, sponsor: str | None = None) -> Actor:
@@ -52,16 +74,27 @@ class World:
         self.clock = FixedClock(START)
         self.ids = SequentialIds()
         # The composition root over the fakes: the gate the tests drive is the one the handlers serve.
-        self.services = compose(Settings.from_env(), store=self.store, clock=self.clock, ids=self.ids,
-                                proposer=NoModel())
+        self.services = compose(
+            Settings.from_env(), store=self.store, clock=self.clock, ids=self.ids, proposer=NoModel()
+        )
         self.gate = self.services.gate
         self.gate.create_project(PROJECT)
         self.gate.put_policy(PROJECT, "unit-tests", ADMIN, Policy.model_validate(UNIT_POLICY))
         self.gate.put_policy(PROJECT, "lint", ADMIN, Policy.model_validate(LINT_POLICY))
         self.gate.put_config(PROJECT, ADMIN, ProjectConfig.model_validate(config or CONFIG), None)
 
-    def candidate(self, files=("services/payments/api.py",), by: Actor = REQUESTER, revision: str = REV,
-                  environment: str = "staging") -> dict:
-        body = {"subject": "payments", "base_revision": BASE, "revision": revision, "environment": environment,
-                "change": {"files": list(files)}}
+    def candidate(
+        self,
+        files=("services/payments/api.py",),
+        by: Actor = REQUESTER,
+        revision: str = REV,
+        environment: str = "staging",
+    ) -> dict:
+        body = {
+            "subject": "payments",
+            "base_revision": BASE,
+            "revision": revision,
+            "environment": environment,
+            "change": {"files": list(files)},
+        }
         return self.gate.create_candidate(PROJECT, by, CandidateRequest.model_validate(body), None).as_json()

@@ -27,7 +27,9 @@ class Chain:
     head: dict[str, Any] | None
 
     def verify(self, checkpoint: dict[str, Any] | None = None) -> Verification:
-        return AuditChain.verify(self.project, self.candidate_id, self.events, self.facts, self.head, checkpoint)
+        return AuditChain.verify(
+            self.project, self.candidate_id, self.events, self.facts, self.head, checkpoint
+        )
 
     @property
     def length(self) -> int:
@@ -44,29 +46,69 @@ def chain(world: World) -> Chain:
     """A candidate's chain of six events: created, change context, plan, review, evidence, report."""
     gate = world.gate
     cid = world.candidate()["candidate_id"]
-    gate.add_change_context(PROJECT, cid, CI, ChangeContextRequest.model_validate(
-        {"change": {"files": ["services/payments/api.py"]}}), None)
+    gate.add_change_context(
+        PROJECT,
+        cid,
+        CI,
+        ChangeContextRequest.model_validate({"change": {"files": ["services/payments/api.py"]}}),
+        None,
+    )
     digest_ = gate.propose(PROJECT, cid, REQUESTER, None, None).plan_digest
-    gate.review(PROJECT, cid, REVIEWER, ReviewRequest(decision="approve", plan_digest=digest_, revision=REV), None)
-    evidence = gate.post_evidence(PROJECT, cid, CI, EvidenceRequest.model_validate({
-        "check_id": "C1", "subject": "payments", "revision": REV, "environment": "staging",
-        "scope": ["payments-api"], "observed_at": "2026-11-29T11:59:00Z",
-        "source": {"system": "ci", "run_id": "1", "url": ""}, "junit_xml": JUNIT_PASS}), None).as_json()
-    gate.report(PROJECT, cid, "T1", REQUESTER, ReportRequest.model_validate({
-        "plan_digest": digest_, "status": "completed",
-        "checks": [{"check_id": "C1", "evidence_id": evidence["evidence_id"]}]}), None)
+    gate.review(
+        PROJECT, cid, REVIEWER, ReviewRequest(decision="approve", plan_digest=digest_, revision=REV), None
+    )
+    evidence = gate.post_evidence(
+        PROJECT,
+        cid,
+        CI,
+        EvidenceRequest.model_validate(
+            {
+                "check_id": "C1",
+                "subject": "payments",
+                "revision": REV,
+                "environment": "staging",
+                "scope": ["payments-api"],
+                "observed_at": "2026-11-29T11:59:00Z",
+                "source": {"system": "ci", "run_id": "1", "url": ""},
+                "junit_xml": JUNIT_PASS,
+            }
+        ),
+        None,
+    ).as_json()
+    gate.report(
+        PROJECT,
+        cid,
+        "T1",
+        REQUESTER,
+        ReportRequest.model_validate(
+            {
+                "plan_digest": digest_,
+                "status": "completed",
+                "checks": [{"check_id": "C1", "evidence_id": evidence["evidence_id"]}],
+            }
+        ),
+        None,
+    )
     built = copy_of(world, StreamRef(PROJECT, cid))
     assert built.length == 6
     return built
 
 
-def forge(chain: Chain, after: dict[str, Any] | None, fact: dict[str, Any], type_: str = "review.recorded"
-          ) -> tuple[dict[str, Any], str]:
+def forge(
+    chain: Chain, after: dict[str, Any] | None, fact: dict[str, Any], type_: str = "review.recorded"
+) -> tuple[dict[str, Any], str]:
     """A self-consistent event following `after` (or first in the chain), as a forger would write it."""
     text = canonical_text(fact)
-    event = audit.next_event(chain.project, chain.candidate_id, after["seq"] if after else 0,
-                             after["hash"] if after else None, type_, "mallory", "2026-11-29T12:00:00.000000Z",
-                             text)
+    event = audit.next_event(
+        chain.project,
+        chain.candidate_id,
+        after["seq"] if after else 0,
+        after["hash"] if after else None,
+        type_,
+        "mallory",
+        "2026-11-29T12:00:00.000000Z",
+        text,
+    )
     return event, text
 
 
@@ -113,15 +155,18 @@ def test_a_valid_chain_verifies_against_its_newest_checkpoint(chain: Chain) -> N
 # ---- edited events --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("actor", "mallory"),
-    ("type", "task.settled"),
-    ("at", "2026-11-29T11:00:00.000000Z"),
-    ("payload_digest", "0" * 64),
-    ("prev_hash", "0" * 64),
-    ("hash", "0" * 64),
-    ("candidate_id", "cand_99999999"),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("actor", "mallory"),
+        ("type", "task.settled"),
+        ("at", "2026-11-29T11:00:00.000000Z"),
+        ("payload_digest", "0" * 64),
+        ("prev_hash", "0" * 64),
+        ("hash", "0" * 64),
+        ("candidate_id", "cand_99999999"),
+    ],
+)
 def test_an_edited_event_is_detected_at_its_seq(chain: Chain, field: str, value: str) -> None:
     # Given a chain whose third event was edited
     chain.events[2][field] = value
@@ -190,8 +235,11 @@ def test_an_inserted_copy_of_an_event_is_detected_at_its_position(chain: Chain) 
 
 def test_an_inserted_forged_event_is_detected_where_the_chain_breaks(chain: Chain) -> None:
     # Given a self-consistent forged event inserted as seq 3 (with its fact), the original events shifted on
-    forged, text = forge(chain, chain.events[1], {"type": "review.recorded", "decision": "approve",
-                                                  "recorded_at": "2026-11-29T12:00:00.000000Z"})
+    forged, text = forge(
+        chain,
+        chain.events[1],
+        {"type": "review.recorded", "decision": "approve", "recorded_at": "2026-11-29T12:00:00.000000Z"},
+    )
     chain.events.insert(2, forged)
     chain.facts[3] = text
     # When it is verified
@@ -224,8 +272,13 @@ def test_a_fact_without_its_event_is_detected(chain: Chain) -> None:
 def test_an_event_from_another_chain_is_detected(world: World, chain: Chain) -> None:
     # Given a second candidate's chain, and the first candidate's event 2 spliced into it
     other_id = world.candidate(revision="c" * 40)["candidate_id"]
-    world.gate.add_change_context(PROJECT, other_id, CI, ChangeContextRequest.model_validate(
-        {"change": {"files": ["services/payments/api.py"]}}), None)
+    world.gate.add_change_context(
+        PROJECT,
+        other_id,
+        CI,
+        ChangeContextRequest.model_validate({"change": {"files": ["services/payments/api.py"]}}),
+        None,
+    )
     other = copy_of(world, StreamRef(PROJECT, other_id))
     other.events[1] = copy.deepcopy(chain.events[1])
     other.facts[2] = chain.facts[2]
@@ -318,9 +371,12 @@ def test_a_cut_tail_with_a_rewritten_head_is_detected_against_the_newest_checkpo
 def test_a_rewritten_tail_is_detected_against_the_newest_checkpoint(chain: Chain) -> None:
     # Given a checkpoint taken at seq 6, then event 6 replaced by a forgery and the head moved to it
     checkpoint = {"seq": 6, "hash": chain.events[-1]["hash"]}
-    forged, text = forge(chain, chain.events[4], {"type": "task.reported", "passes": True,
-                                                  "recorded_at": "2026-11-29T12:00:00.000000Z"},
-                         type_="task.reported")
+    forged, text = forge(
+        chain,
+        chain.events[4],
+        {"type": "task.reported", "passes": True, "recorded_at": "2026-11-29T12:00:00.000000Z"},
+        type_="task.reported",
+    )
     chain.events[5] = forged
     chain.facts[6] = text
     chain.head = dict(chain.head or {}, seq=6, hash=forged["hash"])

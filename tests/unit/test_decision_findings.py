@@ -58,8 +58,9 @@ JUNIT_SKIPPED = junit(case("t1", "<skipped/>"), case("t2", "<skipped/>"))
 def new_candidate(world: World, files: tuple[str, ...] = PAYMENTS, attest: bool = True) -> str:
     cid = world.candidate(files=files)["candidate_id"]
     if attest:
-        world.gate.add_change_context(PROJECT, cid, CI, ChangeContextRequest.model_validate(
-            {"change": {"files": list(files)}}), None)
+        world.gate.add_change_context(
+            PROJECT, cid, CI, ChangeContextRequest.model_validate({"change": {"files": list(files)}}), None
+        )
     return cid
 
 
@@ -73,22 +74,44 @@ def amend_plan(world: World, cid: str, current_digest: str, plan: dict[str, Any]
 
 
 def review(world: World, cid: str, digest: str, decision: str = "approve", by=REVIEWER) -> None:
-    world.gate.review(PROJECT, cid, by, ReviewRequest(decision=decision, plan_digest=digest, revision=REV), None)
+    world.gate.review(
+        PROJECT, cid, by, ReviewRequest(decision=decision, plan_digest=digest, revision=REV), None
+    )
 
 
 def post_evidence(world: World, cid: str, by=CI, **fields: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"check_id": "C1", "subject": "payments", "revision": REV, "environment": "staging",
-                            "scope": ["payments-api"], "observed_at": OBSERVED,
-                            "source": {"system": "ci", "run_id": "1", "url": ""}, "junit_xml": JUNIT_PASS}
+    body: dict[str, Any] = {
+        "check_id": "C1",
+        "subject": "payments",
+        "revision": REV,
+        "environment": "staging",
+        "scope": ["payments-api"],
+        "observed_at": OBSERVED,
+        "source": {"system": "ci", "run_id": "1", "url": ""},
+        "junit_xml": JUNIT_PASS,
+    }
     body.update(fields)
     return world.gate.post_evidence(PROJECT, cid, by, EvidenceRequest.model_validate(body), None).as_json()
 
 
-def report(world: World, cid: str, digest: str, status: str = "completed", evidence_ids: tuple[str, ...] = (),
-           task_id: str = "T1", blocked_reason: str | None = None) -> dict[str, Any]:
-    body = {"plan_digest": digest, "status": status, "blocked_reason": blocked_reason,
-            "checks": [{"check_id": "C1", "evidence_id": e} for e in evidence_ids]}
-    return world.gate.report(PROJECT, cid, task_id, REQUESTER, ReportRequest.model_validate(body), None).as_json()
+def report(
+    world: World,
+    cid: str,
+    digest: str,
+    status: str = "completed",
+    evidence_ids: tuple[str, ...] = (),
+    task_id: str = "T1",
+    blocked_reason: str | None = None,
+) -> dict[str, Any]:
+    body = {
+        "plan_digest": digest,
+        "status": status,
+        "blocked_reason": blocked_reason,
+        "checks": [{"check_id": "C1", "evidence_id": e} for e in evidence_ids],
+    }
+    return world.gate.report(
+        PROJECT, cid, task_id, REQUESTER, ReportRequest.model_validate(body), None
+    ).as_json()
 
 
 def decide(world: World, cid: str, as_of: str | None = None, gate: Gate | None = None) -> dict[str, Any]:
@@ -155,8 +178,22 @@ def test_the_baseline_flow_is_ready(world: World) -> None:
 def test_no_obligations_holds_even_when_everything_else_is_in_order(world: World) -> None:
     # Given an attested candidate whose change derives nothing, with an approved plan reported complete
     cid = world.candidate(files=(), by=CI)["candidate_id"]
-    plan = {"tasks": [{"task_id": "T1", "title": "nothing owed", "checks": [
-        {"check_id": "C1", "policy_ref": "lint", "command": "ruff check .", "expected_exit_code": 0}]}]}
+    plan = {
+        "tasks": [
+            {
+                "task_id": "T1",
+                "title": "nothing owed",
+                "checks": [
+                    {
+                        "check_id": "C1",
+                        "policy_ref": "lint",
+                        "command": "ruff check .",
+                        "expected_exit_code": 0,
+                    }
+                ],
+            }
+        ]
+    }
     digest = world.gate.put_plan(PROJECT, cid, REQUESTER, plan, None).plan_digest
     review(world, cid, digest)
     assert report(world, cid, digest)["passes"] is True
@@ -191,8 +228,13 @@ def test_a_ci_publisher_not_listed_for_change_context_does_not_attest(world: Wor
     # Given a ready-but-unattested candidate
     cand = ready(world, attest=False)
     # When a ci publisher outside change_context_publishers sends the change context
-    body = world.gate.add_change_context(PROJECT, cand.cid, UNTRUSTED_CI, ChangeContextRequest.model_validate(
-        {"change": {"files": list(PAYMENTS)}}), None).as_json()
+    body = world.gate.add_change_context(
+        PROJECT,
+        cand.cid,
+        UNTRUSTED_CI,
+        ChangeContextRequest.model_validate({"change": {"files": list(PAYMENTS)}}),
+        None,
+    ).as_json()
     # Then it is only declared, and the decision still holds
     assert body["change_context"] == "declared"
     assert codes(decide(world, cand.cid)) == ["CHANGE_CONTEXT_UNVERIFIED"]
@@ -256,7 +298,9 @@ def test_review_stale_after_the_plan_is_amended(world: World) -> None:
     # Given a ready candidate with an approved plan
     cand = ready(world)
     # When the requester amends the plan with If-Match (adding one action)
-    plan = dict(cand.plan, actions=[{"action_id": "A1", "type": "notify", "params": {"channel": "release-room"}}])
+    plan = dict(
+        cand.plan, actions=[{"action_id": "A1", "type": "notify", "params": {"channel": "release-room"}}]
+    )
     new_digest = amend_plan(world, cand.cid, cand.digest, plan)
     # Then the approval of the older digest no longer counts
     decision = decide(world, cand.cid)
@@ -351,7 +395,9 @@ def test_evidence_untrusted_after_its_publisher_is_revoked_as_compromised(world:
     before = "2026-11-29T12:00:00Z"
     # When the operator revokes that publisher as compromised
     world.clock.advance(1)
-    world.gate.record_project_event(PROJECT, "principal.revoked", {"principal_id": CI.id, "compromised": True})
+    world.gate.record_project_event(
+        PROJECT, "principal.revoked", {"principal_id": CI.id, "compromised": True}
+    )
     # Then all of its evidence is untrusted from then on
     decision = decide(world, cand.cid)
     assert codes(decision) == ["EVIDENCE_UNTRUSTED"]
@@ -391,8 +437,9 @@ def test_exit_code_evidence_satisfies_a_min_tests_zero_policy(world: World) -> N
     digest, _plan = fallback_plan(world, cid)
     review(world, cid, digest)
     # When the trusted publisher posts passing exit-code evidence and the task is reported
-    evidence = post_evidence(world, cid, junit_xml=None, result={"exit_code": 0, "artifacts": []},
-                             scope=["docs/guide.md"])
+    evidence = post_evidence(
+        world, cid, junit_xml=None, result={"exit_code": 0, "artifacts": []}, scope=["docs/guide.md"]
+    )
     report(world, cid, digest, evidence_ids=(evidence["evidence_id"],))
     # Then the candidate is ready
     decision = decide(world, cid)
@@ -452,17 +499,26 @@ def test_evidence_for_a_check_not_in_the_plan_never_decides(world: World) -> Non
     # Then the early evidence still does not count for C1
     decision = decide(world, cid)
     assert codes(decision) == ["EVIDENCE_MISSING", "TASK_NOT_REPORTED"]
-    assert where(the(decision, "EVIDENCE_MISSING")) == (plan["tasks"][0]["checks"][0]["covers"][0], "C1", "T1")
+    assert where(the(decision, "EVIDENCE_MISSING")) == (
+        plan["tasks"][0]["checks"][0]["covers"][0],
+        "C1",
+        "T1",
+    )
 
 
-@pytest.mark.parametrize(("field", "value", "code"), [
-    ("subject", "billing", "EVIDENCE_WRONG_SUBJECT"),
-    ("revision", "c" * 40, "EVIDENCE_WRONG_REVISION"),
-    ("environment", "production", "EVIDENCE_WRONG_ENVIRONMENT"),
-    ("scope", ["other-api"], "EVIDENCE_WRONG_SCOPE"),
-    ("scope", ["payments-api/refunds"], "EVIDENCE_WRONG_SCOPE"),  # the run covered less than was owed
-])
-def test_evidence_bound_to_something_else_never_decides(world: World, field: str, value: Any, code: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "value", "code"),
+    [
+        ("subject", "billing", "EVIDENCE_WRONG_SUBJECT"),
+        ("revision", "c" * 40, "EVIDENCE_WRONG_REVISION"),
+        ("environment", "production", "EVIDENCE_WRONG_ENVIRONMENT"),
+        ("scope", ["other-api"], "EVIDENCE_WRONG_SCOPE"),
+        ("scope", ["payments-api/refunds"], "EVIDENCE_WRONG_SCOPE"),  # the run covered less than was owed
+    ],
+)
+def test_evidence_bound_to_something_else_never_decides(
+    world: World, field: str, value: Any, code: str
+) -> None:
     # Given an approved candidate
     cand = approved(world)
     # When the trusted publisher posts passing evidence with one wrong field
@@ -582,8 +638,9 @@ def test_state_tampered_when_a_stored_fact_is_edited_in_place(world: World) -> N
     post_evidence(world, cand.cid, junit_xml=JUNIT_FAIL, observed_at="2026-11-29T11:59:30Z")
     assert codes(decide(world, cand.cid)) == ["EVIDENCE_NEGATIVE"]
     # When someone edits that stored fact to say it passed
-    seq = _edit_fact(world, StreamRef(PROJECT, cand.cid), "evidence.recorded", '"outcome":"fail"',
-                     '"outcome":"pass"')
+    seq = _edit_fact(
+        world, StreamRef(PROJECT, cand.cid), "evidence.recorded", '"outcome":"fail"', '"outcome":"pass"'
+    )
     # Then the decision still holds, with STATE_TAMPERED naming the sequence number
     decision = decide(world, cand.cid)
     assert codes(decision) == ["STATE_TAMPERED"]
@@ -659,14 +716,20 @@ def test_a_newer_pass_after_a_failure_makes_it_pass(world: World) -> None:
     assert decision["decision"] == "ready", decision["findings"]
 
 
-@pytest.mark.parametrize(("xml", "code", "other"), [
-    (junit(case("t1"), case("t2", '<failure message="x"/>')), "EVIDENCE_NEGATIVE", "EVIDENCE_UNKNOWN"),
-    (junit(case("t1", "<skipped/>"), case("t2", "<error/>")), "EVIDENCE_NEGATIVE", "EVIDENCE_UNKNOWN"),
-    (junit(case("t1", "<skipped/>")).replace("</testsuite>", "<failure/></testsuite>"),
-     "EVIDENCE_NEGATIVE", "EVIDENCE_UNKNOWN"),  # a suite-level failure with only skipped tests is a failure
-    (junit(case("t1", "<skipped/>")), "EVIDENCE_UNKNOWN", "EVIDENCE_NEGATIVE"),
-    ("<testsuites/>", "EVIDENCE_UNKNOWN", "EVIDENCE_NEGATIVE"),
-])
+@pytest.mark.parametrize(
+    ("xml", "code", "other"),
+    [
+        (junit(case("t1"), case("t2", '<failure message="x"/>')), "EVIDENCE_NEGATIVE", "EVIDENCE_UNKNOWN"),
+        (junit(case("t1", "<skipped/>"), case("t2", "<error/>")), "EVIDENCE_NEGATIVE", "EVIDENCE_UNKNOWN"),
+        (
+            junit(case("t1", "<skipped/>")).replace("</testsuite>", "<failure/></testsuite>"),
+            "EVIDENCE_NEGATIVE",
+            "EVIDENCE_UNKNOWN",
+        ),  # a suite-level failure with only skipped tests is a failure
+        (junit(case("t1", "<skipped/>")), "EVIDENCE_UNKNOWN", "EVIDENCE_NEGATIVE"),
+        ("<testsuites/>", "EVIDENCE_UNKNOWN", "EVIDENCE_NEGATIVE"),
+    ],
+)
 def test_fail_and_unknown_are_reported_apart(world: World, xml: str, code: str, other: str) -> None:
     # Given an approved candidate
     cand = approved(world)
@@ -711,9 +774,13 @@ def test_a_policy_amendment_retires_evidence_bound_to_the_older_version(world: W
 def test_a_plan_amendment_keeps_evidence_where_check_policy_and_version_are_unchanged(world: World) -> None:
     # Given a ready candidate
     cand = ready(world)
-    evidence_id = world.gate.get_candidate(PROJECT, cand.cid, REQUESTER).as_json()["evidence"][0]["evidence_id"]
+    evidence_id = world.gate.get_candidate(PROJECT, cand.cid, REQUESTER).as_json()["evidence"][0][
+        "evidence_id"
+    ]
     # When the plan is amended (an action added) with C1 unchanged
-    plan = dict(cand.plan, actions=[{"action_id": "A1", "type": "notify", "params": {"channel": "release-room"}}])
+    plan = dict(
+        cand.plan, actions=[{"action_id": "A1", "type": "notify", "params": {"channel": "release-room"}}]
+    )
     new_digest = amend_plan(world, cand.cid, cand.digest, plan)
     # Then the existing evidence still counts: only the review and the report are owed again
     assert codes(decide(world, cand.cid)) == ["REVIEW_STALE", "TASK_NOT_REPORTED"]
@@ -727,8 +794,12 @@ def test_a_plan_amendment_that_renames_the_check_does_not_keep_its_evidence(worl
     # Given a ready candidate
     cand = ready(world)
     # When the plan is amended so that the check is C9 instead of C1
-    plan = {"tasks": [dict(cand.plan["tasks"][0], checks=[dict(cand.plan["tasks"][0]["checks"][0],
-                                                                check_id="C9")])], "actions": []}
+    plan = {
+        "tasks": [
+            dict(cand.plan["tasks"][0], checks=[dict(cand.plan["tasks"][0]["checks"][0], check_id="C9")])
+        ],
+        "actions": [],
+    }
     amend_plan(world, cand.cid, cand.digest, plan)
     # Then the evidence written for C1 does not satisfy C9
     decision = decide(world, cand.cid)
@@ -771,8 +842,9 @@ def test_a_what_if_read_before_a_fact_was_recorded_does_not_see_it(world: World)
 
 
 def _multi_obligation_hold(world: World) -> tuple[str, dict[str, Any]]:
-    cid = new_candidate(world, files=("services/payments/api.py", "README.md", "docs/guide.md", "docs/a.md"),
-                        attest=False)
+    cid = new_candidate(
+        world, files=("services/payments/api.py", "README.md", "docs/guide.md", "docs/a.md"), attest=False
+    )
     fallback_plan(world, cid)
     return cid, decide(world, cid, as_of="2026-11-29T12:00:00Z")
 

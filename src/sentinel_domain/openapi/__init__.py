@@ -31,7 +31,17 @@ from .limits import MAX_CHANGE_NODES, MAX_DEPTH, MAX_DOCUMENT_CHARS, MAX_NODES, 
 from .loader import load_document
 
 __all__ = [
-    "MAX_CHANGE_NODES", "MAX_DEPTH", "MAX_DOCUMENT_CHARS", "MAX_NODES", "MAX_REF_HOPS", "ApiChange", "Budget",
-    "MalformedOpenApi", "OpenApiDiff", "OperationDiff", "diff_openapi", "load_document", "quote",
+    "MAX_CHANGE_NODES",
+    "MAX_DEPTH",
+    "MAX_DOCUMENT_CHARS",
+    "MAX_NODES",
+    "MAX_REF_HOPS",
+    "ApiChange",
+    "Budget",
+    "MalformedOpenApi",
+    "OpenApiDiff",
+    "OperationDiff",
+    "diff_openapi",
+    "load_document",
+    "quote",
 ]
-

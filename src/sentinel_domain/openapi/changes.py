@@ -78,4 +78,6 @@ def _render(value: Any) -> str:
         return "absent"
     if isinstance(value, str):
         return quote(value, 80)
-    return quote(json.dumps(value, sort_keys=True), 80) if isinstance(value, dict | list) else json.dumps(value)
+    return (
+        quote(json.dumps(value, sort_keys=True), 80) if isinstance(value, dict | list) else json.dumps(value)
+    )

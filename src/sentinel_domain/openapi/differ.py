@@ -41,8 +41,10 @@ class _Differ(_MessageDiffer, _SecurityDiffer):
                     if not _WEBHOOK_NAME.match(template) or len(template) > MAX_TEMPLATE_CHARS:
                         raise MalformedOpenApi(f"the webhook name {quote(template)} is not a plain name")
                 elif not _PATH_TEMPLATE.match(template) or len(template) > MAX_TEMPLATE_CHARS:
-                    raise MalformedOpenApi(f"the path {quote(template)} must start with / and use only URL path "
-                                           f"characters (at most {MAX_TEMPLATE_CHARS})")
+                    raise MalformedOpenApi(
+                        f"the path {quote(template)} must start with / and use only URL path "
+                        f"characters (at most {MAX_TEMPLATE_CHARS})"
+                    )
                 item = doc.mapping(raw_item, f"{section} {quote(template)}")
                 for method in METHODS:
                     if method not in item:
@@ -51,7 +53,9 @@ class _Differ(_MessageDiffer, _SecurityDiffer):
                     label = f"webhook:{template}" if is_webhook else template
                     key = f"{method.upper()} {label}"
                     # Templates that differ only in parameter names are the same endpoint.
-                    match = f"{method.upper()} " + (label if is_webhook else _TEMPLATE_PARAM.sub("{}", template))
+                    match = f"{method.upper()} " + (
+                        label if is_webhook else _TEMPLATE_PARAM.sub("{}", template)
+                    )
                     found[key] = (match, operation, item, template)
         return found
 
@@ -90,17 +94,40 @@ class _Differ(_MessageDiffer, _SecurityDiffer):
         document = []
         # How every schema is read: not an operation's change, but one that owes the whole document's checks.
         if self.old.root.get("jsonSchemaDialect") != self.new.root.get("jsonSchemaDialect"):
-            document.append(ApiChange("", "json-schema-dialect-changed", False, "jsonSchemaDialect",
-                                      f"{quote(self.old.root.get('jsonSchemaDialect'))} -> "
-                                      f"{quote(self.new.root.get('jsonSchemaDialect'))}"))
+            document.append(
+                ApiChange(
+                    "",
+                    "json-schema-dialect-changed",
+                    False,
+                    "jsonSchemaDialect",
+                    f"{quote(self.old.root.get('jsonSchemaDialect'))} -> "
+                    f"{quote(self.new.root.get('jsonSchemaDialect'))}",
+                )
+            )
         if self.old.version != self.new.version:
-            document.append(ApiChange("", "openapi-version-changed", False, "openapi",
-                                      f"{self.old.root['openapi']} -> {self.new.root['openapi']}"))
+            document.append(
+                ApiChange(
+                    "",
+                    "openapi-version-changed",
+                    False,
+                    "openapi",
+                    f"{self.old.root['openapi']} -> {self.new.root['openapi']}",
+                )
+            )
         results.sort(key=lambda r: r.operation)
         return OpenApiDiff(tuple(results), tuple(document), self.old.root != self.new.root)
 
-    def operation(self, key: str, o: dict[str, Any], n: dict[str, Any], o_item: dict[str, Any],
-                  n_item: dict[str, Any], o_template: str, n_template: str, flipped: bool) -> list[ApiChange]:
+    def operation(
+        self,
+        key: str,
+        o: dict[str, Any],
+        n: dict[str, Any],
+        o_item: dict[str, Any],
+        n_item: dict[str, Any],
+        o_template: str,
+        n_template: str,
+        flipped: bool,
+    ) -> list[ApiChange]:
         out: list[ApiChange] = []
 
         def add(kind: str, breaking: bool, where: str = "", detail: str = "", weakens: bool = False) -> None:
@@ -114,24 +141,46 @@ class _Differ(_MessageDiffer, _SecurityDiffer):
         self._operation_body(o, n, o_item, n_item, o_template, n_template, flipped, add, records, "")
         return out
 
-    def _operation_body(self, o: dict[str, Any], n: dict[str, Any], o_item: dict[str, Any], n_item: dict[str, Any],
-                        o_template: str, n_template: str, flipped: bool, add: Any, records: Any,
-                        prefix: str) -> None:
+    def _operation_body(
+        self,
+        o: dict[str, Any],
+        n: dict[str, Any],
+        o_item: dict[str, Any],
+        n_item: dict[str, Any],
+        o_template: str,
+        n_template: str,
+        flipped: bool,
+        add: Any,
+        records: Any,
+        prefix: str,
+    ) -> None:
         request = RESPONSE if flipped else REQUEST
         response = _FLIP[request]
         here = prefix.rstrip()
         if bool(o.get("deprecated")) != bool(n.get("deprecated")):
             add("operation-deprecated" if n.get("deprecated") else "operation-undeprecated", False, here)
         if o.get("operationId") != n.get("operationId"):
-            add("operation-id-changed", False, here,
-                f"{quote(o.get('operationId'))} -> {quote(n.get('operationId'))}")
+            add(
+                "operation-id-changed",
+                False,
+                here,
+                f"{quote(o.get('operationId'))} -> {quote(n.get('operationId'))}",
+            )
         self._parameters(o, n, o_item, n_item, o_template, n_template, flipped, request, add, records, prefix)
         self._request_body(o.get("requestBody"), n.get("requestBody"), flipped, request, add, records, prefix)
         self._responses(o.get("responses"), n.get("responses"), flipped, response, add, records, prefix)
         # The document's security covers the requests the API receives, not the ones it sends.
         self._security(o, n, add, here, inherit=not flipped)
         self._callbacks(o.get("callbacks"), n.get("callbacks"), flipped, add, records, prefix)
-        done = {"parameters", "requestBody", "responses", "security", "callbacks", "deprecated", "operationId"}
+        done = {
+            "parameters",
+            "requestBody",
+            "responses",
+            "security",
+            "callbacks",
+            "deprecated",
+            "operationId",
+        }
         for name in sorted((set(o) | set(n)) - done):
             if name in ANNOTATIONS or name.startswith("x-"):
                 continue
@@ -175,9 +224,18 @@ class _Differ(_MessageDiffer, _SecurityDiffer):
                         add("callback-removed", True, op_label)
                     else:
                         # The API calls the client here: what it sends and accepts swap roles.
-                        self._operation_body(self.old.mapping(oi[method], op_label),
-                                             self.new.mapping(ni[method], op_label), oi, ni, "", "",
-                                             not flipped, add, records, op_label + " ")
+                        self._operation_body(
+                            self.old.mapping(oi[method], op_label),
+                            self.new.mapping(ni[method], op_label),
+                            oi,
+                            ni,
+                            "",
+                            "",
+                            not flipped,
+                            add,
+                            records,
+                            op_label + " ",
+                        )
 
 
 def diff_openapi(before: Any, after: Any, budget: Budget | None = None) -> OpenApiDiff:

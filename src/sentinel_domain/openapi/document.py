@@ -18,17 +18,54 @@ _WEBHOOK_NAME = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@%]+\Z")
 _TEMPLATE_PARAM = re.compile(r"\{([^{}/]*)\}")
 
 # Keys that document and never constrain. Dropped everywhere before anything is compared.
-ANNOTATIONS = frozenset({
-    "description", "summary", "title", "example", "examples", "externalDocs", "$comment", "tags", "$id",
-    "$schema", "$anchor", "$dynamicAnchor", "$defs", "definitions", "links", "servers", "info", "contact",
-    "license", "termsOfService",
-})
+ANNOTATIONS = frozenset(
+    {
+        "description",
+        "summary",
+        "title",
+        "example",
+        "examples",
+        "externalDocs",
+        "$comment",
+        "tags",
+        "$id",
+        "$schema",
+        "$anchor",
+        "$dynamicAnchor",
+        "$defs",
+        "definitions",
+        "links",
+        "servers",
+        "info",
+        "contact",
+        "license",
+        "termsOfService",
+    }
+)
 # Maps whose keys are names chosen by the author (a property may be called "description").
-_NAMED_MAPS = frozenset({
-    "properties", "patternProperties", "dependentSchemas", "dependentRequired", "content", "headers",
-    "encoding", "callbacks", "responses", "schemas", "parameters", "requestBodies", "securitySchemes",
-    "scopes", "mapping", "variables", "paths", "webhooks", "pathItems",
-})
+_NAMED_MAPS = frozenset(
+    {
+        "properties",
+        "patternProperties",
+        "dependentSchemas",
+        "dependentRequired",
+        "content",
+        "headers",
+        "encoding",
+        "callbacks",
+        "responses",
+        "schemas",
+        "parameters",
+        "requestBodies",
+        "securitySchemes",
+        "scopes",
+        "mapping",
+        "variables",
+        "paths",
+        "webhooks",
+        "pathItems",
+    }
+)
 # Values that are data, not structure: a `$ref` inside an example is a string to show, never to follow.
 _DATA_KEYS = frozenset({"example", "examples", "default", "enum", "const"})
 
@@ -72,8 +109,10 @@ class Document:
         if ref in self._final:
             return self._final[ref]
         if not ref.startswith("#"):
-            raise MalformedOpenApi(f"the $ref {quote(ref)} points outside the document; external references are "
-                                   "never fetched: bundle the document into one file")
+            raise MalformedOpenApi(
+                f"the $ref {quote(ref)} points outside the document; external references are "
+                "never fetched: bundle the document into one file"
+            )
         seen = [ref]
         current = ref
         node = self._target(current)
@@ -82,10 +121,14 @@ class Document:
             if not isinstance(current, str):
                 raise MalformedOpenApi("a $ref must be a string")
             if not current.startswith("#"):
-                raise MalformedOpenApi(f"the $ref {quote(current)} points outside the document; external "
-                                       "references are never fetched: bundle the document into one file")
+                raise MalformedOpenApi(
+                    f"the $ref {quote(current)} points outside the document; external "
+                    "references are never fetched: bundle the document into one file"
+                )
             if current in seen:
-                raise MalformedOpenApi(f"the $ref {quote(ref)} is circular: it leads back to {quote(current)}")
+                raise MalformedOpenApi(
+                    f"the $ref {quote(ref)} is circular: it leads back to {quote(current)}"
+                )
             seen.append(current)
             if len(seen) > MAX_REF_HOPS:
                 raise MalformedOpenApi(f"the $ref {quote(ref)} chains more than {MAX_REF_HOPS} references")

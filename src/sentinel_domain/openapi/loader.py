@@ -68,8 +68,10 @@ def _scalar(value: Any, inline: bool) -> Any:
     if isinstance(value, int):
         if inline and abs(value) > _I_JSON_MAX:
             # rfc8785 (which digests the change context) cannot carry it exactly.
-            raise MalformedOpenApi(f"the integer {value} is outside the range JSON carries exactly; send the "
-                                   "document as text instead of an inline object")
+            raise MalformedOpenApi(
+                f"the integer {value} is outside the range JSON carries exactly; send the "
+                "document as text instead of an inline object"
+            )
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -77,7 +79,9 @@ def _scalar(value: Any, inline: bool) -> Any:
         return value
     if isinstance(value, datetime | date):
         return value.isoformat()
-    raise MalformedOpenApi(f"the document holds a value of type {type(value).__name__}, which JSON cannot carry")
+    raise MalformedOpenApi(
+        f"the document holds a value of type {type(value).__name__}, which JSON cannot carry"
+    )
 
 
 def _copy_tree(value: Any, counter: _Counter, inline: bool) -> Any:
@@ -122,10 +126,16 @@ def _refuse_constant(name: str) -> Any:
     raise MalformedOpenApi(f"the document holds {name}, which JSON does not allow")
 
 
-_SCALAR_TAGS = frozenset({
-    "tag:yaml.org,2002:null", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
-    "tag:yaml.org,2002:str", "tag:yaml.org,2002:timestamp",
-})
+_SCALAR_TAGS = frozenset(
+    {
+        "tag:yaml.org,2002:null",
+        "tag:yaml.org,2002:bool",
+        "tag:yaml.org,2002:int",
+        "tag:yaml.org,2002:float",
+        "tag:yaml.org,2002:str",
+        "tag:yaml.org,2002:timestamp",
+    }
+)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
@@ -177,7 +187,8 @@ class _YamlBuilder:
             known = self.plain.get(event.value, _UNKNOWN)
             if known is _UNKNOWN:
                 known = self.plain[event.value] = self._construct(
-                    self.resolver.resolve(self.scalar_node, event.value, event.implicit), event)
+                    self.resolver.resolve(self.scalar_node, event.value, event.implicit), event
+                )
             return known
         if tag == "!":
             return event.value
@@ -286,8 +297,15 @@ class _YamlBuilder:
             self.anchors[frame.anchor] = (value, frame.size, frame.height)
         self._attach(stack, result, value, frame.size, frame.height, counted=True)
 
-    def _attach(self, stack: list[_Frame], result: list[Any], value: Any, size: int, height: int,
-                counted: bool = False) -> None:
+    def _attach(
+        self,
+        stack: list[_Frame],
+        result: list[Any],
+        value: Any,
+        size: int,
+        height: int,
+        counted: bool = False,
+    ) -> None:
         if not stack:
             result.append(value)
             return
@@ -373,7 +391,9 @@ def _yaml_events(text: str) -> Iterator[Any]:
 
 def _parse_text(text: str, counter: _Counter) -> Any:
     if len(text) > MAX_DOCUMENT_CHARS:
-        raise MalformedOpenApi(f"the document is {len(text)} characters long; at most {MAX_DOCUMENT_CHARS} are read")
+        raise MalformedOpenApi(
+            f"the document is {len(text)} characters long; at most {MAX_DOCUMENT_CHARS} are read"
+        )
     if "\x00" in text:
         raise MalformedOpenApi("the document contains a NUL character")
     stripped = text.lstrip("\ufeff \t\r\n")
@@ -393,7 +413,9 @@ def _parse_text(text: str, counter: _Counter) -> Any:
             raise MalformedOpenApi(f"the document nests more than {MAX_DEPTH} levels deep") from None
         except json.JSONDecodeError as error:
             # It may still be YAML written in flow style; if YAML cannot read it either, say what JSON saw.
-            json_error = f"the document is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
+            json_error = (
+                f"the document is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
+            )
         else:
             return _copy_tree(value, counter, inline=False)
     import yaml
@@ -407,9 +429,13 @@ def _parse_text(text: str, counter: _Counter) -> Any:
             raise MalformedOpenApi(json_error) from None
         mark = error.problem_mark
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-        raise MalformedOpenApi(f"the document is not valid YAML: {error.problem or error.context}{where}") from None
+        raise MalformedOpenApi(
+            f"the document is not valid YAML: {error.problem or error.context}{where}"
+        ) from None
     except (yaml.YAMLError, UnicodeError, ValueError, OverflowError) as error:
-        raise MalformedOpenApi(json_error or f"the document is not valid YAML: {type(error).__name__}") from None
+        raise MalformedOpenApi(
+            json_error or f"the document is not valid YAML: {type(error).__name__}"
+        ) from None
 
 
 def load_document(value: Any, budget: Budget | None = None) -> dict[str, Any] | None:
@@ -430,7 +456,9 @@ def _load(value: Any, budget: Budget) -> Document | None:
     elif isinstance(value, dict):
         root = _copy_tree(value, counter, inline=True)
     else:
-        raise MalformedOpenApi(f"a document must be an object, YAML or JSON text, or null, not {type(value).__name__}")
+        raise MalformedOpenApi(
+            f"a document must be an object, YAML or JSON text, or null, not {type(value).__name__}"
+        )
     if not isinstance(root, dict):
         raise MalformedOpenApi("the document is not a mapping (an OpenAPI document is an object)")
     version = root.get("openapi")
@@ -439,6 +467,8 @@ def _load(value: Any, budget: Budget) -> Document | None:
     if not isinstance(version, str) or not re.match(r"3\.[01](\.\d+)?(-[0-9A-Za-z.-]+)?\Z", version):
         if "swagger" in root:
             raise MalformedOpenApi("Swagger 2.0 documents are not read; convert the document to OpenAPI 3")
-        raise MalformedOpenApi(f"the document's openapi field must name version 3.0 or 3.1, not {quote(version)}")
+        raise MalformedOpenApi(
+            f"the document's openapi field must name version 3.0 or 3.1, not {quote(version)}"
+        )
     root["openapi"] = version
     return Document(root)  # checks every reference now, so a bad one is refused whatever the diff reaches

@@ -16,8 +16,9 @@ class _MessageDiffer(_SchemaDiffer):
 
     # -- parameters
 
-    def _parameter_map(self, doc: Document, operation: dict[str, Any], item: dict[str, Any],
-                       template: str) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
+    def _parameter_map(
+        self, doc: Document, operation: dict[str, Any], item: dict[str, Any], template: str
+    ) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
         positions = {name: index for index, name in enumerate(_TEMPLATE_PARAM.findall(template))}
         found: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
         for source in (item.get("parameters"), operation.get("parameters")):  # the operation's win
@@ -25,7 +26,9 @@ class _MessageDiffer(_SchemaDiffer):
                 param = doc.mapping(raw, "a parameter")
                 name, where = param.get("name"), param.get("in")
                 if not isinstance(name, str) or where not in ("query", "header", "path", "cookie"):
-                    raise MalformedOpenApi("a parameter needs a string name and in: query, header, path or cookie")
+                    raise MalformedOpenApi(
+                        "a parameter needs a string name and in: query, header, path or cookie"
+                    )
                 if where == "header" and name.lower() in ("accept", "content-type", "authorization"):
                     continue  # the specification says these are ignored
                 if where == "path" and name in positions:
@@ -37,16 +40,31 @@ class _MessageDiffer(_SchemaDiffer):
                 found[key] = (f"parameter {where} {name}", param)
         return found
 
-    def _parameters(self, o: dict[str, Any], n: dict[str, Any], o_item: dict[str, Any], n_item: dict[str, Any],
-                    o_template: str, n_template: str, flipped: bool, direction: str, add: Any, records: Any,
-                    prefix: str) -> None:
+    def _parameters(
+        self,
+        o: dict[str, Any],
+        n: dict[str, Any],
+        o_item: dict[str, Any],
+        n_item: dict[str, Any],
+        o_template: str,
+        n_template: str,
+        flipped: bool,
+        direction: str,
+        add: Any,
+        records: Any,
+        prefix: str,
+    ) -> None:
         old = self._parameter_map(self.old, o, o_item, o_template)
         new = self._parameter_map(self.new, n, n_item, n_template)
         for key, (label, param) in new.items():
             if key not in old:
                 required = key[0] == "path" or param.get("required") is True
-                add("parameter-added", required and not flipped, prefix + label,
-                    "required" if required else "optional")
+                add(
+                    "parameter-added",
+                    required and not flipped,
+                    prefix + label,
+                    "required" if required else "optional",
+                )
         for key, (label, o_param) in old.items():
             if key not in new:
                 # Clients send it and rely on what it does; callback receivers read it.
@@ -61,11 +79,24 @@ class _MessageDiffer(_SchemaDiffer):
             elif o_required and not n_required:
                 add("parameter-became-optional", flipped, where)
             if bool(o_param.get("deprecated")) != bool(n_param.get("deprecated")):
-                add("parameter-deprecated" if n_param.get("deprecated") else "parameter-undeprecated", False, where)
+                add(
+                    "parameter-deprecated" if n_param.get("deprecated") else "parameter-undeprecated",
+                    False,
+                    where,
+                )
             self._value_definition(o_param, n_param, direction, where, add, records, "parameter", key[0])
 
-    def _value_definition(self, o: dict[str, Any], n: dict[str, Any], direction: str, where: str, add: Any,
-                          records: Any, what: str, location: str) -> None:
+    def _value_definition(
+        self,
+        o: dict[str, Any],
+        n: dict[str, Any],
+        direction: str,
+        where: str,
+        add: Any,
+        records: Any,
+        what: str,
+        location: str,
+    ) -> None:
         """What a parameter or a header carries: a schema or a content map, and how it is serialised."""
         if ("schema" in o) != ("schema" in n) or ("content" in o) != ("content" in n):
             add(f"{what}-definition-changed", True, where, "switched between schema and content")
@@ -76,9 +107,24 @@ class _MessageDiffer(_SchemaDiffer):
                 self._content(o["content"], n["content"], direction, where, add, records)
         o_style, n_style = _serialisation(o, location), _serialisation(n, location)
         if o_style != n_style:
-            add(f"{what}-definition-changed", True, where, f"serialisation {_render(o_style)} -> {_render(n_style)}")
-        done = {"name", "in", "required", "deprecated", "schema", "content", "style", "explode", "allowReserved",
-                "allowEmptyValue"}
+            add(
+                f"{what}-definition-changed",
+                True,
+                where,
+                f"serialisation {_render(o_style)} -> {_render(n_style)}",
+            )
+        done = {
+            "name",
+            "in",
+            "required",
+            "deprecated",
+            "schema",
+            "content",
+            "style",
+            "explode",
+            "allowReserved",
+            "allowEmptyValue",
+        }
         for name in sorted((set(o) | set(n)) - done):
             if name in ANNOTATIONS or name.startswith("x-"):
                 continue
@@ -107,8 +153,9 @@ class _MessageDiffer(_SchemaDiffer):
                 if not self._same(om.get(name), nm.get(name)):
                     add("media-type-definition-changed", True, f"{where} {media}", f"{name} changed")
 
-    def _request_body(self, o: Any, n: Any, flipped: bool, direction: str, add: Any, records: Any,
-                      prefix: str) -> None:
+    def _request_body(
+        self, o: Any, n: Any, flipped: bool, direction: str, add: Any, records: Any, prefix: str
+    ) -> None:
         where = prefix + "request body"
         ob = self.old.mapping(o, where) if o is not None else None
         nb = self.new.mapping(n, where) if n is not None else None
@@ -134,16 +181,27 @@ class _MessageDiffer(_SchemaDiffer):
 
     # -- responses
 
-    def _responses(self, o: Any, n: Any, flipped: bool, direction: str, add: Any, records: Any,
-                   prefix: str) -> None:
-        old = {str(k).upper(): v for k, v in self.old.mapping(o, "responses", deref=False).items()
-               if not str(k).startswith("x-")}
-        new = {str(k).upper(): v for k, v in self.new.mapping(n, "responses", deref=False).items()
-               if not str(k).startswith("x-")}
+    def _responses(
+        self, o: Any, n: Any, flipped: bool, direction: str, add: Any, records: Any, prefix: str
+    ) -> None:
+        old = {
+            str(k).upper(): v
+            for k, v in self.old.mapping(o, "responses", deref=False).items()
+            if not str(k).startswith("x-")
+        }
+        new = {
+            str(k).upper(): v
+            for k, v in self.new.mapping(n, "responses", deref=False).items()
+            if not str(k).startswith("x-")
+        }
 
         def effective(responses: dict[str, Any], code: str) -> Any:
             # A code no response names is answered by its range (2XX), then by default.
-            for candidate in (code, f"{code[0]}XX" if len(code) == 3 and code[0].isdigit() else None, "DEFAULT"):
+            for candidate in (
+                code,
+                f"{code[0]}XX" if len(code) == 3 and code[0].isdigit() else None,
+                "DEFAULT",
+            ):
                 if candidate in responses:
                     return responses[candidate]
             return None
@@ -157,8 +215,7 @@ class _MessageDiffer(_SchemaDiffer):
                 continue
             if n_response is None:
                 success = code.startswith("2")
-                add("response-removed", flipped or success, where,
-                    "a success response" if success else "")
+                add("response-removed", flipped or success, where, "a success response" if success else "")
                 continue
             orr = self.old.mapping(o_response, where)
             nrr = self.new.mapping(n_response, where)
@@ -170,16 +227,25 @@ class _MessageDiffer(_SchemaDiffer):
                 if not self._same(orr.get(name), nrr.get(name)):
                     add("response-definition-changed", True, where, f"{name} changed")
 
-    def _headers(self, o: Any, n: Any, flipped: bool, direction: str, where: str, add: Any, records: Any) -> None:
+    def _headers(
+        self, o: Any, n: Any, flipped: bool, direction: str, where: str, add: Any, records: Any
+    ) -> None:
         def by_name(doc: Document, value: Any) -> dict[str, tuple[str, Any]]:
-            return {k.lower(): (k, v) for k, v in doc.mapping(value, f"{where} headers", deref=False).items()
-                    if k.lower() != "content-type"}
+            return {
+                k.lower(): (k, v)
+                for k, v in doc.mapping(value, f"{where} headers", deref=False).items()
+                if k.lower() != "content-type"
+            }
 
         old, new = by_name(self.old, o), by_name(self.new, n)
         for key, (name, value) in new.items():
             if key not in old:
                 header = self.new.mapping(value, f"{where} header")
-                add("response-header-added", flipped and header.get("required") is True, f"{where} header {name}")
+                add(
+                    "response-header-added",
+                    flipped and header.get("required") is True,
+                    f"{where} header {name}",
+                )
         for key, (name, value) in old.items():
             label = f"{where} header {name}"
             if key not in new:

@@ -36,10 +36,14 @@ A schema shared through many paths would otherwise repeat one change exponential
 def _capped(records: list[_Rec]) -> list[_Rec]:
     if len(records) <= MAX_RECORDS:
         return records
-    rest = records[MAX_RECORDS - 1:]
-    summary = _Rec((), "schema-changes-truncated", any(r.breaking for r in rest),
-                   f"{len(rest)} more change(s) in this schema, {sum(r.breaking for r in rest)} breaking")
-    return [*records[:MAX_RECORDS - 1], summary]
+    rest = records[MAX_RECORDS - 1 :]
+    summary = _Rec(
+        (),
+        "schema-changes-truncated",
+        any(r.breaking for r in rest),
+        f"{len(rest)} more change(s) in this schema, {sum(r.breaking for r in rest)} breaking",
+    )
+    return [*records[: MAX_RECORDS - 1], summary]
 
 
 def _is_number(value: Any) -> bool:
@@ -69,8 +73,11 @@ class _SchemaDiffer:
         via_ref = False
         if isinstance(node, dict) and "$ref" in node:
             target = doc.resolve(node["$ref"])[0]
-            extras = {k: v for k, v in node.items()
-                      if k != "$ref" and k not in ANNOTATIONS and not k.startswith("x-")}
+            extras = {
+                k: v
+                for k, v in node.items()
+                if k != "$ref" and k not in ANNOTATIONS and not k.startswith("x-")
+            }
             via_ref = True
             if extras:  # 3.1 applies siblings of $ref; reading them in 3.0 too only finds more changes
                 node = {"allOf": [target, extras]}
@@ -105,7 +112,10 @@ class _SchemaDiffer:
                 finally:
                     self._folding.discard(id(node))
                 assert inner is not None
-                merged = {**inner, **{k: v for k, v in view.items() if k not in (combiner, "type", "nullable")}}
+                merged = {
+                    **inner,
+                    **{k: v for k, v in view.items() if k not in (combiner, "type", "nullable")},
+                }
                 inner_types = self._types(inner)
                 if inner_types is None:
                     merged.pop("type", None)
@@ -122,8 +132,9 @@ class _SchemaDiffer:
 
     @staticmethod
     def _type_only(schema: dict[str, Any]) -> bool:
-        return "type" in schema and all(k in ("type", "nullable") or k in ANNOTATIONS or k.startswith("x-")
-                                        for k in schema)
+        return "type" in schema and all(
+            k in ("type", "nullable") or k in ANNOTATIONS or k.startswith("x-") for k in schema
+        )
 
     @staticmethod
     def _types(schema: dict[str, Any]) -> set[str] | None:
@@ -140,8 +151,9 @@ class _SchemaDiffer:
 
     # ---- projections (for what is compared as a whole) ---------------------------------------------------
 
-    def _project(self, doc: Document, value: Any, named: bool = False, trail: tuple[str, ...] = (),
-                 depth: int = 0) -> Any:
+    def _project(
+        self, doc: Document, value: Any, named: bool = False, trail: tuple[str, ...] = (), depth: int = 0
+    ) -> Any:
         """A value with references inlined (a reference back into itself becomes a marker) and documentation
         dropped: two projections are equal when the values mean the same."""
         self.budget.step()
@@ -154,13 +166,20 @@ class _SchemaDiffer:
                     return {"$recursive": pointer}
                 rest = {k: v for k, v in value.items() if k != "$ref"}
                 inlined = self._project(doc, target, False, (*trail, pointer), depth + 1)
-                return inlined if not rest else {"$ref+": [inlined, self._project(doc, rest, False, trail, depth + 1)]}
+                return (
+                    inlined
+                    if not rest
+                    else {"$ref+": [inlined, self._project(doc, rest, False, trail, depth + 1)]}
+                )
             out = {}
             for key, child in value.items():
                 if not named and (key in ANNOTATIONS or key.startswith("x-")):
                     continue
-                out[key] = child if key in _DATA_KEYS and not named else self._project(
-                    doc, child, key in _NAMED_MAPS and not named, trail, depth + 1)
+                out[key] = (
+                    child
+                    if key in _DATA_KEYS and not named
+                    else self._project(doc, child, key in _NAMED_MAPS and not named, trail, depth + 1)
+                )
             return out
         if isinstance(value, list):
             return [self._project(doc, item, False, trail, depth + 1) for item in value]
@@ -247,15 +266,30 @@ class _SchemaDiffer:
     def _compare_numeric_bounds(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
         """`minimum`/`maximum` with their exclusive forms (3.0 booleans or 3.1 numbers)."""
         for name, old_bound, new_bound, upper in (
-                ("minimum", _bound(o, "minimum", "exclusiveMinimum"), _bound(n, "minimum", "exclusiveMinimum"), False),
-                ("maximum", _bound(o, "maximum", "exclusiveMaximum"), _bound(n, "maximum", "exclusiveMaximum"), True)):
+            (
+                "minimum",
+                _bound(o, "minimum", "exclusiveMinimum"),
+                _bound(n, "minimum", "exclusiveMinimum"),
+                False,
+            ),
+            (
+                "maximum",
+                _bound(o, "maximum", "exclusiveMaximum"),
+                _bound(n, "maximum", "exclusiveMaximum"),
+                True,
+            ),
+        ):
             if old_bound != new_bound:
                 found.add(*_bound_change(name, old_bound, new_bound, upper))
 
     def _compare_sizes(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
         """Length, item, property and contains counts: a larger minimum or a smaller maximum tightens."""
-        for low_key, high_key, floor in (("minLength", "maxLength", 0), ("minItems", "maxItems", 0),
-                                         ("minProperties", "maxProperties", 0), ("minContains", "maxContains", 1)):
+        for low_key, high_key, floor in (
+            ("minLength", "maxLength", 0),
+            ("minItems", "maxItems", 0),
+            ("minProperties", "maxProperties", 0),
+            ("minContains", "maxContains", 1),
+        ):
             for key, is_min in ((low_key, True), (high_key, False)):
                 change = _size_change(key, is_min, floor, o.get(key), n.get(key))
                 if change is not None:
@@ -279,11 +313,16 @@ class _SchemaDiffer:
         """`uniqueItems`, and `readOnly`/`writeOnly` (which move a value between requests and responses)."""
         if bool(o.get("uniqueItems")) != bool(n.get("uniqueItems")):
             effect = TIGHTENED if n.get("uniqueItems") else LOOSENED
-            found.add(_constraint_kind(effect), effect, f"uniqueItems {_render(o.get('uniqueItems'))} -> "
-                      f"{_render(n.get('uniqueItems'))}")
+            found.add(
+                _constraint_kind(effect),
+                effect,
+                f"uniqueItems {_render(o.get('uniqueItems'))} -> {_render(n.get('uniqueItems'))}",
+            )
         for key in ("readOnly", "writeOnly"):
             if bool(o.get(key)) != bool(n.get(key)):
-                found.add("schema-keyword-changed", BOTH, f"{key} {_render(o.get(key))} -> {_render(n.get(key))}")
+                found.add(
+                    "schema-keyword-changed", BOTH, f"{key} {_render(o.get(key))} -> {_render(n.get(key))}"
+                )
 
     def _compare_default_and_deprecation(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
         """`default` (what the API assumes when a client leaves a value out) and `deprecated`."""
@@ -291,12 +330,24 @@ class _SchemaDiffer:
             od, nd = o.get("default", _ABSENT), n.get("default", _ABSENT)
             if od != nd:
                 breaking = found.direction == REQUEST and od is not _ABSENT
-                found.out.append(_Rec((), "schema-default-changed", breaking,
-                                      f"default {_render(None if od is _ABSENT else od)} -> "
-                                      f"{_render(None if nd is _ABSENT else nd)}"))
+                found.out.append(
+                    _Rec(
+                        (),
+                        "schema-default-changed",
+                        breaking,
+                        f"default {_render(None if od is _ABSENT else od)} -> "
+                        f"{_render(None if nd is _ABSENT else nd)}",
+                    )
+                )
         if bool(o.get("deprecated")) != bool(n.get("deprecated")):
-            found.out.append(_Rec((), "schema-deprecated-changed", False,
-                                  "deprecated" if n.get("deprecated") else "no longer deprecated"))
+            found.out.append(
+                _Rec(
+                    (),
+                    "schema-deprecated-changed",
+                    False,
+                    "deprecated" if n.get("deprecated") else "no longer deprecated",
+                )
+            )
 
     def _compare_required(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
         o_req, n_req = _names(o.get("required")), _names(n.get("required"))
@@ -325,7 +376,9 @@ class _SchemaDiffer:
                 found.nested(oa, na, found.direction, ("additionalProperties",))
             elif oa != na:
                 effect = TIGHTENED if na is False or oa is True else LOOSENED
-                found.add(_constraint_kind(effect), effect, f"additionalProperties {_render(oa)} -> {_render(na)}")
+                found.add(
+                    _constraint_kind(effect), effect, f"additionalProperties {_render(oa)} -> {_render(na)}"
+                )
 
     def _compare_items(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
         """`items`: one schema for every item is compared as a schema, an array of them (tuples) whole."""
@@ -427,13 +480,42 @@ def _multiple_of_effect(om: Any, nm: Any) -> str:
     return BOTH
 
 
-_SCHEMA_KEYWORDS = frozenset({
-    "type", "nullable", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-    "multipleOf", "minLength", "maxLength", "pattern", "format", "minItems", "maxItems", "uniqueItems",
-    "minProperties", "maxProperties", "minContains", "maxContains", "required", "properties",
-    "additionalProperties", "items", "allOf", "anyOf", "oneOf", "not", "default", "deprecated", "readOnly",
-    "writeOnly",
-})
+_SCHEMA_KEYWORDS = frozenset(
+    {
+        "type",
+        "nullable",
+        "enum",
+        "const",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "minProperties",
+        "maxProperties",
+        "minContains",
+        "maxContains",
+        "required",
+        "properties",
+        "additionalProperties",
+        "items",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "default",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+    }
+)
 
 
 class _Absent:
@@ -444,7 +526,11 @@ _ABSENT = _Absent()
 
 
 def _is_null_type(schema: Any) -> bool:
-    return isinstance(schema, dict) and _SchemaDiffer._type_only(schema) and _SchemaDiffer._types(schema) == {"null"}
+    return (
+        isinstance(schema, dict)
+        and _SchemaDiffer._type_only(schema)
+        and _SchemaDiffer._types(schema) == {"null"}
+    )
 
 
 def _constraint_kind(effect: str) -> str:
@@ -519,8 +605,9 @@ def _bound(schema: dict[str, Any], inclusive: str, exclusive: str) -> tuple[floa
     return bound
 
 
-def _bound_change(name: str, old: tuple[float, bool] | None, new: tuple[float, bool] | None,
-                  upper: bool) -> tuple[str, str, str]:
+def _bound_change(
+    name: str, old: tuple[float, bool] | None, new: tuple[float, bool] | None, upper: bool
+) -> tuple[str, str, str]:
     def text(bound: tuple[float, bool] | None) -> str:
         if bound is None:
             return "none"

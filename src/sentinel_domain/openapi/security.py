@@ -16,21 +16,35 @@ class _SecurityDiffer(_SchemaDiffer):
 
     # -- security
 
-    def _requirements(self, doc: Document, operation: dict[str, Any], inherit: bool
-                      ) -> list[dict[str, frozenset[str]]] | None:
-        raw = operation["security"] if "security" in operation else doc.root.get("security") if inherit else None
+    def _requirements(
+        self, doc: Document, operation: dict[str, Any], inherit: bool
+    ) -> list[dict[str, frozenset[str]]] | None:
+        raw = (
+            operation["security"]
+            if "security" in operation
+            else doc.root.get("security")
+            if inherit
+            else None
+        )
         if raw is None:
             return None
         out = []
         for alternative in doc.sequence(raw, "security"):
             alt = doc.mapping(alternative, "a security requirement", deref=False)
-            out.append({name: frozenset(str(s) for s in doc.sequence(scopes, "security scopes"))
-                        for name, scopes in alt.items()})
+            out.append(
+                {
+                    name: frozenset(str(s) for s in doc.sequence(scopes, "security scopes"))
+                    for name, scopes in alt.items()
+                }
+            )
         return out
 
     def _scheme(self, doc: Document, name: str) -> Any:
-        schemes = doc.mapping(doc.mapping(doc.root.get("components"), "components", deref=False)
-                              .get("securitySchemes"), "securitySchemes", deref=False)
+        schemes = doc.mapping(
+            doc.mapping(doc.root.get("components"), "components", deref=False).get("securitySchemes"),
+            "securitySchemes",
+            deref=False,
+        )
         return doc.deref(schemes.get(name))
 
     def _security(self, o: dict[str, Any], n: dict[str, Any], add: Any, where: str, inherit: bool) -> None:
@@ -40,8 +54,13 @@ class _SecurityDiffer(_SchemaDiffer):
         if old_open and not new_open:
             add("security-added", True, where, "credentials are now required")
         elif new_open and not old_open:
-            add("security-removed", False, where, "the operation can now be called without credentials",
-                weakens=True)
+            add(
+                "security-removed",
+                False,
+                where,
+                "the operation can now be called without credentials",
+                weakens=True,
+            )
         elif not old_open and not new_open:
             assert old is not None and new is not None
 
@@ -67,8 +86,10 @@ class _SecurityDiffer(_SchemaDiffer):
 
 
 def _requirement_text(requirement: dict[str, frozenset[str]]) -> str:
-    parts = [quote(name) + (f" [{', '.join(quote(s) for s in sorted(scopes))}]" if scopes else "")
-             for name, scopes in sorted(requirement.items())]
+    parts = [
+        quote(name) + (f" [{', '.join(quote(s) for s in sorted(scopes))}]" if scopes else "")
+        for name, scopes in sorted(requirement.items())
+    ]
     return " and ".join(parts) or "anonymous"
 
 
@@ -85,7 +106,9 @@ def _scheme_effect(old: Any, new: Any) -> str | None:
         return BOTH
 
     def plain(value: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in value.items() if k not in ANNOTATIONS and not k.startswith("x-") and k != "flows"}
+        return {
+            k: v for k, v in value.items() if k not in ANNOTATIONS and not k.startswith("x-") and k != "flows"
+        }
 
     if plain(old) != plain(new):
         return BOTH
@@ -98,8 +121,9 @@ def _scheme_effect(old: Any, new: Any) -> str | None:
             return BOTH
         o_scopes = _mapping(o_flow.get("scopes"))
         n_scopes = _mapping(n_flow.get("scopes"))
-        if plain({k: v for k, v in o_flow.items() if k != "scopes"}) != \
-                plain({k: v for k, v in n_flow.items() if k != "scopes"}):
+        if plain({k: v for k, v in o_flow.items() if k != "scopes"}) != plain(
+            {k: v for k, v in n_flow.items() if k != "scopes"}
+        ):
             return BOTH
         if set(o_scopes) - set(n_scopes):
             return BOTH

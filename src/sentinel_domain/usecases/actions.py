@@ -12,8 +12,15 @@ from ..reviews import approval_status
 from .chain import Chain, CommitRequest, need
 
 
-def execute(chain: Chain, project: str, candidate_id: str, action_id: str, actor: Actor, request: ExecutionRequest,
-            key: str | None) -> ActionExecuted:
+def execute(
+    chain: Chain,
+    project: str,
+    candidate_id: str,
+    action_id: str,
+    actor: Actor,
+    request: ExecutionRequest,
+    key: str | None,
+) -> ActionExecuted:
     need(actor, "requester")
     if not key:
         raise Refusal("IDEMPOTENCY_KEY_REQUIRED", "executions need an Idempotency-Key header")
@@ -39,20 +46,45 @@ def execute(chain: Chain, project: str, candidate_id: str, action_id: str, actor
             raise Refusal("ACTION_PARAMS_MISMATCH", "params must equal the declared ones exactly")
         done = [e for e in state.executions if e["plan_digest"] == digest_ and e["action_id"] == action_id]
         if len(done) >= declared["max_executions"]:
-            raise Refusal("ACTION_EXHAUSTED", f"action {action_id} ran {len(done)} of "
-                          f"{declared['max_executions']} time(s) under this plan digest")
+            raise Refusal(
+                "ACTION_EXHAUSTED",
+                f"action {action_id} ran {len(done)} of "
+                f"{declared['max_executions']} time(s) under this plan digest",
+            )
         stored_until = str((stream.head or {}).get("approval_valid_until", ""))
         execution_id = chain.ids.new_id("exe")
-        side_effect: dict[str, Any] = {"type": declared["type"], "params": declared["params"], "delivery": "outbox",
-                                       "outbox_id": f"{candidate_id}/{execution_id}"}
-        fact = {"type": "action.executed", "execution_id": execution_id, "action_id": action_id,
-                "action_type": declared["type"], "plan_digest": digest_, "params": declared["params"],
-                "executor": actor.fact(), "idempotency_key_sha256": digest(key), "side_effect": side_effect,
-                "recorded_at": now}
-        outbox = [{"outbox_id": side_effect["outbox_id"], "kind": "action", "project": project,
-                   "candidate_id": candidate_id, "execution_id": execution_id, "action_id": action_id,
-                   "action_type": declared["type"], "params": declared["params"], "plan_digest": digest_,
-                   "recorded_at": now}]
+        side_effect: dict[str, Any] = {
+            "type": declared["type"],
+            "params": declared["params"],
+            "delivery": "outbox",
+            "outbox_id": f"{candidate_id}/{execution_id}",
+        }
+        fact = {
+            "type": "action.executed",
+            "execution_id": execution_id,
+            "action_id": action_id,
+            "action_type": declared["type"],
+            "plan_digest": digest_,
+            "params": declared["params"],
+            "executor": actor.fact(),
+            "idempotency_key_sha256": digest(key),
+            "side_effect": side_effect,
+            "recorded_at": now,
+        }
+        outbox = [
+            {
+                "outbox_id": side_effect["outbox_id"],
+                "kind": "action",
+                "project": project,
+                "candidate_id": candidate_id,
+                "execution_id": execution_id,
+                "action_id": action_id,
+                "action_type": declared["type"],
+                "params": declared["params"],
+                "plan_digest": digest_,
+                "recorded_at": now,
+            }
+        ]
         if stored_until == (valid_until or ""):
             approval_check: str | None = chain.now()  # the write's condition re-checks the expiry
         else:
@@ -62,11 +94,26 @@ def execute(chain: Chain, project: str, candidate_id: str, action_id: str, actor
                 raise Refusal("PLAN_NOT_APPROVED", "the approval of the current plan has expired")
             approval_check = None
         return chain.commit(
-            CommitRequest(stream, actor.id, fact, idempotency=idem, outbox=outbox,
-                          head={"plan_digest": digest_, "approval_valid_until": valid_until or ""},
-                          require_plan_digest=digest_, require_approval_after=approval_check,
-                          require_project_seq=pstream.seq),
-            lambda seq: ActionExecuted(execution_id=execution_id, action_id=action_id, plan_digest=digest_,
-                                       side_effect=SideEffect.model_validate(side_effect), seq=seq))
-    return chain.idempotent(ref, f"action:{action_id}", key, actor, request.model_dump(mode="json"), run,
-                            ActionExecuted)
+            CommitRequest(
+                stream,
+                actor.id,
+                fact,
+                idempotency=idem,
+                outbox=outbox,
+                head={"plan_digest": digest_, "approval_valid_until": valid_until or ""},
+                require_plan_digest=digest_,
+                require_approval_after=approval_check,
+                require_project_seq=pstream.seq,
+            ),
+            lambda seq: ActionExecuted(
+                execution_id=execution_id,
+                action_id=action_id,
+                plan_digest=digest_,
+                side_effect=SideEffect.model_validate(side_effect),
+                seq=seq,
+            ),
+        )
+
+    return chain.idempotent(
+        ref, f"action:{action_id}", key, actor, request.model_dump(mode="json"), run, ActionExecuted
+    )

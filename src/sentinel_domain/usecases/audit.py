@@ -36,5 +36,6 @@ def audit(chain: Chain, ref: StreamRef, actor: Actor, limit: int, cursor: str | 
     verification = chain.verify(stream)
     page = [e for e in stream.events if e["seq"] > after][:limit]
     more = bool(page) and page[-1]["seq"] < len(stream.events)
-    return AuditPage(events=page, next_cursor=encode_cursor(page[-1]["seq"]) if more else None,
-                     verification=verification)
+    return AuditPage(
+        events=page, next_cursor=encode_cursor(page[-1]["seq"]) if more else None, verification=verification
+    )

@@ -47,13 +47,18 @@ def _obligations(derived: Iterable[dict[str, Any]]) -> list[Obligation]:
 
 
 def _change_summary(change: Change) -> dict[str, Any]:
-    return {"files": sorted(change.files),
-            "openapi": [{"name": d.name, "before_sha256": digest(d.before), "after_sha256": digest(d.after)}
-                        for d in change.openapi]}
+    return {
+        "files": sorted(change.files),
+        "openapi": [
+            {"name": d.name, "before_sha256": digest(d.before), "after_sha256": digest(d.after)}
+            for d in change.openapi
+        ],
+    }
 
 
-def create_candidate(chain: Chain, project: str, actor: Actor, request: CandidateRequest, key: str | None
-                     ) -> CandidateCreated:
+def create_candidate(
+    chain: Chain, project: str, actor: Actor, request: CandidateRequest, key: str | None
+) -> CandidateCreated:
     need(actor, "requester", "publisher")
     base = full_revision(request.base_revision, "base_revision")
     revision = full_revision(request.revision)
@@ -62,12 +67,18 @@ def create_candidate(chain: Chain, project: str, actor: Actor, request: Candidat
         _pstream, pstate = chain.project(project)
         config = chain.config(pstate)
         if request.environment not in config.environments:
-            raise Refusal("UNKNOWN_ENVIRONMENT", f"environment {request.environment} is not one of the "
-                          f"project's: {', '.join(config.environments)}")
+            raise Refusal(
+                "UNKNOWN_ENVIRONMENT",
+                f"environment {request.environment} is not one of the "
+                f"project's: {', '.join(config.environments)}",
+            )
         obligations = derive(request.change, config)
         if len(obligations) > MAX_OBLIGATIONS:
-            raise Refusal("TOO_MANY_OBLIGATIONS", f"the change derives {len(obligations)} obligations; a "
-                          f"candidate holds at most {MAX_OBLIGATIONS}: split the change")
+            raise Refusal(
+                "TOO_MANY_OBLIGATIONS",
+                f"the change derives {len(obligations)} obligations; a "
+                f"candidate holds at most {MAX_OBLIGATIONS}: split the change",
+            )
         key_ = claim_key(request.subject, revision, request.environment)
         existing = chain.find_claim(project, key_)
         if existing:
@@ -75,26 +86,54 @@ def create_candidate(chain: Chain, project: str, actor: Actor, request: Candidat
         candidate_id = chain.ids.new_id("cand")
         ref = StreamRef(project, candidate_id)
         attested = _attests(actor, config)
-        fact = {"type": "candidate.created", "candidate_id": candidate_id, "subject": request.subject,
-                "base_revision": base, "revision": revision, "environment": request.environment,
-                "created_by": actor.fact(), "attested": attested,
-                "change": _change_summary(request.change), "obligations_added": obligations,
-                "recorded_at": chain.now()}
+        fact = {
+            "type": "candidate.created",
+            "candidate_id": candidate_id,
+            "subject": request.subject,
+            "base_revision": base,
+            "revision": revision,
+            "environment": request.environment,
+            "created_by": actor.fact(),
+            "attested": attested,
+            "change": _change_summary(request.change),
+            "obligations_added": obligations,
+            "recorded_at": chain.now(),
+        }
         scope = sorted({o["scope"] for o in obligations})
         try:
             return chain.commit(
-                CommitRequest(Stream(ref, [], {}, None), actor.id, fact, idempotency=idem,
-                              claim=(key_, candidate_id), head={"plan_digest": "", "approval_valid_until": ""}),
-                lambda seq: CandidateCreated(candidate_id=candidate_id, scope=scope, obligations=_obligations(obligations),
-                                             change_context=_context(attested), seq=seq))
+                CommitRequest(
+                    Stream(ref, [], {}, None),
+                    actor.id,
+                    fact,
+                    idempotency=idem,
+                    claim=(key_, candidate_id),
+                    head={"plan_digest": "", "approval_valid_until": ""},
+                ),
+                lambda seq: CandidateCreated(
+                    candidate_id=candidate_id,
+                    scope=scope,
+                    obligations=_obligations(obligations),
+                    change_context=_context(attested),
+                    seq=seq,
+                ),
+            )
         except ClaimTaken as taken:
             raise Refusal("CANDIDATE_EXISTS", CLAIMED, extra={"candidate_id": taken.existing_id}) from taken
-    return chain.idempotent(StreamRef(project), "/candidates", key, actor, request.model_dump(mode="json"), run,
-                            CandidateCreated)
+
+    return chain.idempotent(
+        StreamRef(project), "/candidates", key, actor, request.model_dump(mode="json"), run, CandidateCreated
+    )
 
 
-def add_change_context(chain: Chain, project: str, candidate_id: str, actor: Actor, request: ChangeContextRequest,
-                       key: str | None) -> ChangeContextAdded:
+def add_change_context(
+    chain: Chain,
+    project: str,
+    candidate_id: str,
+    actor: Actor,
+    request: ChangeContextRequest,
+    key: str | None,
+) -> ChangeContextAdded:
     need(actor, "requester", "publisher")
     ref = StreamRef(project, candidate_id)
 
@@ -105,37 +144,75 @@ def add_change_context(chain: Chain, project: str, candidate_id: str, actor: Act
         derived = derive(request.change, config)
         added = [o for o in derived if o["obligation_id"] not in state.obligations]
         if len(state.obligations) + len(added) > MAX_OBLIGATIONS:
-            raise Refusal("TOO_MANY_OBLIGATIONS", f"the candidate would hold "
-                          f"{len(state.obligations) + len(added)} obligations; at most {MAX_OBLIGATIONS}")
-        fact = {"type": "change_context.added", "actor": actor.fact(), "attested": _attests(actor, config),
-                "change": _change_summary(request.change), "obligations_added": added,
-                "recorded_at": chain.now()}
+            raise Refusal(
+                "TOO_MANY_OBLIGATIONS",
+                f"the candidate would hold "
+                f"{len(state.obligations) + len(added)} obligations; at most {MAX_OBLIGATIONS}",
+            )
+        fact = {
+            "type": "change_context.added",
+            "actor": actor.fact(),
+            "attested": _attests(actor, config),
+            "change": _change_summary(request.change),
+            "obligations_added": added,
+            "recorded_at": chain.now(),
+        }
         after = with_fact(state, fact, stream.seq + 1)
         return chain.commit(
             CommitRequest(stream, actor.id, fact, idempotency=idem, head=candidate_head(after, config)),
-            lambda seq: ChangeContextAdded(added_obligations=_obligations(added),
-                                           obligations=_obligations(after.obligations.values()),
-                                           scope=after.scope(), change_context=_context(after.attested), seq=seq))
-    return chain.idempotent(ref, f"/candidates/{candidate_id}/change-context", key, actor,
-                            request.model_dump(mode="json"), run, ChangeContextAdded)
+            lambda seq: ChangeContextAdded(
+                added_obligations=_obligations(added),
+                obligations=_obligations(after.obligations.values()),
+                scope=after.scope(),
+                change_context=_context(after.attested),
+                seq=seq,
+            ),
+        )
+
+    return chain.idempotent(
+        ref,
+        f"/candidates/{candidate_id}/change-context",
+        key,
+        actor,
+        request.model_dump(mode="json"),
+        run,
+        ChangeContextAdded,
+    )
 
 
-def find_candidates(chain: Chain, project: str, actor: Actor, subject: str | None, revision: str | None,
-                    environment: str | None, limit: int, cursor: str | None) -> CandidatePage:
+def find_candidates(
+    chain: Chain,
+    project: str,
+    actor: Actor,
+    subject: str | None,
+    revision: str | None,
+    environment: str | None,
+    limit: int,
+    cursor: str | None,
+) -> CandidatePage:
     need(actor)
     chain.project(project)
     if subject and revision and environment:
         found = chain.find_claim(project, claim_key(subject, revision.lower(), environment))
-        match = CandidateMatch(candidate_id=found, subject=subject, revision=revision.lower(),
-                               environment=environment) if found else None
+        match = (
+            CandidateMatch(
+                candidate_id=found, subject=subject, revision=revision.lower(), environment=environment
+            )
+            if found
+            else None
+        )
         return CandidatePage(candidates=[match] if match else [], next_cursor=None)
     try:
         claims, next_cursor = chain.store.list_claims(project, limit, cursor)
     except StoreUnavailable as error:
         raise unavailable("the state store could not be read; retry shortly") from error
-    rows = [CandidateListed.model_validate(c) for c in claims if (not subject or c["subject"] == subject)
-            and (not revision or c["revision"] == revision.lower())
-            and (not environment or c["environment"] == environment)]
+    rows = [
+        CandidateListed.model_validate(c)
+        for c in claims
+        if (not subject or c["subject"] == subject)
+        and (not revision or c["revision"] == revision.lower())
+        and (not environment or c["environment"] == environment)
+    ]
     return CandidatePage(candidates=list(rows), next_cursor=next_cursor)
 
 
@@ -149,25 +226,64 @@ def candidate_view(state: CandidateState, seq: int) -> CandidateView:
     c = state.candidate
     digest_ = state.plan_digest
     tasks = []
-    for task in (state.plan["plan"]["tasks"] if state.plan else []):
+    for task in state.plan["plan"]["tasks"] if state.plan else []:
         attempts = [public(r) for r in state.reports_for(digest_ or "", task["task_id"])]
-        tasks.append({"task_id": task["task_id"], "attempts": attempts,
-                      "passes": state.task_passes(digest_ or "", task["task_id"]),
-                      "settled": state.task_settled(digest_ or "", task["task_id"])})
-    return CandidateView.model_validate({
-        "candidate_id": c["candidate_id"], "subject": c["subject"], "base_revision": c["base_revision"],
-        "revision": c["revision"], "environment": c["environment"], "created_by": c["created_by"],
-        "created_at": c["recorded_at"], "scope": state.scope(), "obligations": list(state.obligations.values()),
-        "change_context": _context(state.attested),
-        "plan_versions": [{"plan_version": p["plan_version"], "plan_digest": p["plan_digest"], "mode": p["mode"],
-                           "author": p["author"], "recorded_at": p["recorded_at"]} for p in state.plans],
-        "plan": state.plan["plan"] if state.plan else None, "plan_digest": digest_,
-        "reviews": [public(r) for r in state.reviews],
-        "evidence": [{k: e[k] for k in ("evidence_id", "check_id", "kind", "outcome", "trust", "counts",
-                                        "observed_at", "recorded_at", "raw_sha256", "binding", "scope")}
-                     | {"publisher": e["publisher"]["id"]} for e in state.evidence],
-        "tasks": tasks,
-        "executions": [public(e) for e in state.executions],
-        "last_decision": public(state.decisions[-1]) if state.decisions else None,
-        "seq": seq,
-    })
+        tasks.append(
+            {
+                "task_id": task["task_id"],
+                "attempts": attempts,
+                "passes": state.task_passes(digest_ or "", task["task_id"]),
+                "settled": state.task_settled(digest_ or "", task["task_id"]),
+            }
+        )
+    return CandidateView.model_validate(
+        {
+            "candidate_id": c["candidate_id"],
+            "subject": c["subject"],
+            "base_revision": c["base_revision"],
+            "revision": c["revision"],
+            "environment": c["environment"],
+            "created_by": c["created_by"],
+            "created_at": c["recorded_at"],
+            "scope": state.scope(),
+            "obligations": list(state.obligations.values()),
+            "change_context": _context(state.attested),
+            "plan_versions": [
+                {
+                    "plan_version": p["plan_version"],
+                    "plan_digest": p["plan_digest"],
+                    "mode": p["mode"],
+                    "author": p["author"],
+                    "recorded_at": p["recorded_at"],
+                }
+                for p in state.plans
+            ],
+            "plan": state.plan["plan"] if state.plan else None,
+            "plan_digest": digest_,
+            "reviews": [public(r) for r in state.reviews],
+            "evidence": [
+                {
+                    k: e[k]
+                    for k in (
+                        "evidence_id",
+                        "check_id",
+                        "kind",
+                        "outcome",
+                        "trust",
+                        "counts",
+                        "observed_at",
+                        "recorded_at",
+                        "raw_sha256",
+                        "binding",
+                        "scope",
+                    )
+                }
+                | {"publisher": e["publisher"]["id"]}
+                for e in state.evidence
+            ],
+            "tasks": tasks,
+            "executions": [public(e) for e in state.executions],
+            "last_decision": public(state.decisions[-1]) if state.decisions else None,
+            "seq": seq,
+        }
+    )

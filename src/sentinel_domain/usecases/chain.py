@@ -42,8 +42,10 @@ def need(actor: Actor, *roles: str) -> None:
 
 def full_revision(value: str, field_name: str = "revision") -> str:
     if not isinstance(value, str) or not REVISION.match(value):
-        raise Refusal("MUTABLE_REVISION", f"{field_name} must be a full commit id (40 or 64 hex characters), "
-                      f"not {str(value)[:80]!r}")
+        raise Refusal(
+            "MUTABLE_REVISION",
+            f"{field_name} must be a full commit id (40 or 64 hex characters), not {str(value)[:80]!r}",
+        )
     return value.lower()
 
 
@@ -62,8 +64,16 @@ def claim_key(subject: str, revision: str, environment: str) -> str:
 
 def state_facts(state: CandidateState) -> list[dict[str, Any]]:
     """The facts a state was folded from, in chain order."""
-    facts = [*state.contexts, *state.plans, *state.reviews, *state.evidence, *state.reports, *state.settlements,
-             *state.executions, *state.decisions]
+    facts = [
+        *state.contexts,
+        *state.plans,
+        *state.reviews,
+        *state.evidence,
+        *state.reports,
+        *state.settlements,
+        *state.executions,
+        *state.decisions,
+    ]
     return sorted(facts, key=lambda f: int(f["_seq"]))
 
 
@@ -102,7 +112,9 @@ class CommitRequest:
 class Chain:
     """Reads and writes of the audit chains, on the store, the clock and the ids the gate was built with."""
 
-    def __init__(self, store: StateStore, clock: Clock, ids: Ids, checkpoints: Checkpoints | None = None) -> None:
+    def __init__(
+        self, store: StateStore, clock: Clock, ids: Ids, checkpoints: Checkpoints | None = None
+    ) -> None:
         self.store = store
         self.clock = clock
         self.ids = ids
@@ -121,8 +133,9 @@ class Chain:
                 checkpoint = self.checkpoints.newest(stream.ref)
             except Exception:  # an unreachable archive leaves the chain's own checks standing
                 checkpoint = None
-        return audit.AuditChain.verify(stream.ref.project, stream.ref.candidate_id, stream.events, stream.facts,
-                                       stream.head, checkpoint)
+        return audit.AuditChain.verify(
+            stream.ref.project, stream.ref.candidate_id, stream.events, stream.facts, stream.head, checkpoint
+        )
 
     def load(self, ref: StreamRef) -> Stream | None:
         try:
@@ -141,20 +154,25 @@ class Chain:
         if stream is None or not stream.facts:
             raise Refusal("NOT_FOUND", "no such project")
         if not stream.complete:
-            raise unavailable("the project's chain is larger than one read may page through; nothing was changed")
+            raise unavailable(
+                "the project's chain is larger than one read may page through; nothing was changed"
+            )
         self.require_intact(stream)
         try:
             return stream, ProjectState.from_facts(project, stream.facts)
         except (ValueError, KeyError, TypeError) as error:
             raise unavailable("a stored fact of the project cannot be read; nothing was changed") from error
 
-    def candidate(self, project: str, candidate_id: str, as_of: str | None = None
-                  ) -> tuple[Stream, CandidateState]:
+    def candidate(
+        self, project: str, candidate_id: str, as_of: str | None = None
+    ) -> tuple[Stream, CandidateState]:
         stream = self.load(StreamRef(project, candidate_id))
         if stream is None or not stream.facts:
             raise Refusal("NOT_FOUND", "no such candidate")
         if not stream.complete:
-            raise unavailable("the candidate's chain is larger than one read may page through; nothing was changed")
+            raise unavailable(
+                "the candidate's chain is larger than one read may page through; nothing was changed"
+            )
         self.require_intact(stream)
         try:
             return stream, CandidateState.from_facts(parse_facts(stream.facts), as_of)
@@ -166,14 +184,18 @@ class Chain:
         (and every read that would act on it) until an operator restores it; decisions hold with STATE_TAMPERED."""
         verification = self.verify(stream)
         if not verification.valid:
-            raise unavailable(f"the audit chain fails verification at seq {verification.first_bad_seq} "
-                              f"({verification.reason}); nothing was changed: an operator must restore it")
+            raise unavailable(
+                f"the audit chain fails verification at seq {verification.first_bad_seq} "
+                f"({verification.reason}); nothing was changed: an operator must restore it"
+            )
 
     @staticmethod
     def config(project_state: ProjectState, as_of: str | None = None) -> ProjectConfig:
         config = project_state.config(as_of)
         if config is None:
-            raise Refusal("VALIDATION_FAILED", "the project has no configuration yet: an admin must PUT .../config")
+            raise Refusal(
+                "VALIDATION_FAILED", "the project has no configuration yet: an admin must PUT .../config"
+            )
         return config
 
     # ---- the write -----------------------------------------------------------------------------------
@@ -183,19 +205,41 @@ class Chain:
         idempotent request's record completes in the same write, keeping the outcome for replay."""
         stream, fact = request.stream, request.fact
         fact_text = canonical_text(fact)
-        event = audit.next_event(stream.ref.project, stream.ref.candidate_id, stream.seq, stream.head_hash,
-                                 fact["type"], request.actor_id, fact["recorded_at"], fact_text)
+        event = audit.next_event(
+            stream.ref.project,
+            stream.ref.candidate_id,
+            stream.seq,
+            stream.head_hash,
+            fact["type"],
+            request.actor_id,
+            fact["recorded_at"],
+            fact_text,
+        )
         answer = outcome(event["seq"])
         idem = request.idempotency
         if idem is not None:
             idem.status, idem.response_body = "completed", answer.as_json()
         new_head = {"seq": event["seq"], "hash": event["hash"], **request.head}
         try:
-            self.store.append(Append(stream.ref, stream.seq, event, fact_text, new_head, request.outbox, idem,
-                                     request.claim, request.require_plan_digest, request.require_approval_after,
-                                     request.require_project_seq))
+            self.store.append(
+                Append(
+                    stream.ref,
+                    stream.seq,
+                    event,
+                    fact_text,
+                    new_head,
+                    request.outbox,
+                    idem,
+                    request.claim,
+                    request.require_plan_digest,
+                    request.require_approval_after,
+                    request.require_project_seq,
+                )
+            )
         except StoreUnavailable as error:
-            raise unavailable("the change could not be written; nothing was changed, retry shortly") from error
+            raise unavailable(
+                "the change could not be written; nothing was changed, retry shortly"
+            ) from error
         return answer
 
     def retrying(self, attempt: Callable[[], T]) -> T:
@@ -207,8 +251,16 @@ class Chain:
                 continue
         raise unavailable("the candidate changed concurrently too often; retry shortly")
 
-    def idempotent(self, ref: StreamRef, scope: str, key: str | None, actor: Actor, request: Any,
-                   run: Callable[[IdempotencyRecord | None], R], answers: type[R]) -> R:
+    def idempotent(
+        self,
+        ref: StreamRef,
+        scope: str,
+        key: str | None,
+        actor: Actor,
+        request: Any,
+        run: Callable[[IdempotencyRecord | None], R],
+        answers: type[R],
+    ) -> R:
         """Rule 17: the same key, caller and request replays the first success and appends nothing. The
         stored success is read back as the `answers` outcome it was, marked replayed."""
         if key is None:
@@ -220,8 +272,15 @@ class Chain:
         except (ValueError, TypeError, OverflowError) as error:  # e.g. an integer JSON cannot carry exactly
             raise Refusal("VALIDATION_FAILED", f"the request cannot be canonicalised: {error}") from error
         now = self.now()
-        record = IdempotencyRecord(ref, scope, key, actor.id, request_hash, claimed_at=now,
-                                   lease_until=plus_seconds(now, LEASE_SECONDS))
+        record = IdempotencyRecord(
+            ref,
+            scope,
+            key,
+            actor.id,
+            request_hash,
+            claimed_at=now,
+            lease_until=plus_seconds(now, LEASE_SECONDS),
+        )
         for _ in range(RETRIES):
             try:
                 existing = self.store.idempotency_get(ref, scope, key)
@@ -232,11 +291,15 @@ class Chain:
             except StoreUnavailable as error:
                 raise unavailable("the idempotency record could not be read; retry shortly") from error
             if existing.caller != actor.id or existing.request_hash != request_hash:
-                raise Refusal("IDEMPOTENCY_CONFLICT", "this Idempotency-Key was used by another caller or with "
-                              "another request; use a new key")
+                raise Refusal(
+                    "IDEMPOTENCY_CONFLICT",
+                    "this Idempotency-Key was used by another caller or with another request; use a new key",
+                )
             if existing.status == "completed" and existing.response_body is not None:
                 return self._replay(existing.response_body, answers)
-            raise Refusal("IDEMPOTENCY_IN_PROGRESS", "a request with this Idempotency-Key is still in progress")
+            raise Refusal(
+                "IDEMPOTENCY_IN_PROGRESS", "a request with this Idempotency-Key is still in progress"
+            )
         else:
             raise Refusal("IDEMPOTENCY_IN_PROGRESS", "the key is contended; retry shortly")
         try:
@@ -252,6 +315,8 @@ class Chain:
     def _replay(stored: dict[str, Any], answers: type[R]) -> R:
         try:
             first = answers.model_validate(stored)
-        except ValidationError as error:  # a record this release cannot read is never answered as something else
+        except (
+            ValidationError
+        ) as error:  # a record this release cannot read is never answered as something else
             raise unavailable("the stored answer to this Idempotency-Key cannot be read") from error
         return first.model_copy(update={"replayed": True})

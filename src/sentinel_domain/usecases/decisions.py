@@ -13,12 +13,20 @@ from ..times import format_time, parse_time
 from .chain import Chain, CommitRequest, need, unavailable
 
 
-def evaluate(chain: Chain, project: str, candidate_id: str, actor: Actor, as_of: str | None = None) -> Decision:
+def evaluate(
+    chain: Chain, project: str, candidate_id: str, actor: Actor, as_of: str | None = None
+) -> Decision:
     return _evaluate(chain, project, candidate_id, actor, as_of)[0]
 
 
-def _evaluate(chain: Chain, project: str, candidate_id: str, actor: Actor, as_of: str | None,
-              stream: Stream | None = None) -> tuple[Decision, Stream]:
+def _evaluate(
+    chain: Chain,
+    project: str,
+    candidate_id: str,
+    actor: Actor,
+    as_of: str | None,
+    stream: Stream | None = None,
+) -> tuple[Decision, Stream]:
     """Never raises once the caller's role and the candidate are established: anything the gate
     cannot establish is a finding, and the decision holds. One read of the candidate's partition and
     one of the project's feed it."""
@@ -30,12 +38,22 @@ def _evaluate(chain: Chain, project: str, candidate_id: str, actor: Actor, as_of
     when = as_of or chain.now()
     extra: list[Finding] = []
     if not stream.complete:
-        extra.append(finding("EVIDENCE_QUERY_INCOMPLETE", f"the candidate's state took more than "
-                             f"{stream.pages} pages to read; nothing unread may count"))
+        extra.append(
+            finding(
+                "EVIDENCE_QUERY_INCOMPLETE",
+                f"the candidate's state took more than "
+                f"{stream.pages} pages to read; nothing unread may count",
+            )
+        )
     verification = chain.verify(stream)
     if not verification.valid:
-        extra.append(finding("STATE_TAMPERED", f"the candidate's audit chain fails at seq "
-                             f"{verification.first_bad_seq}: {verification.reason}"))
+        extra.append(
+            finding(
+                "STATE_TAMPERED",
+                f"the candidate's audit chain fails at seq "
+                f"{verification.first_bad_seq}: {verification.reason}",
+            )
+        )
     try:
         pstream = chain.store.load(StreamRef(project))
     except StoreUnavailable:
@@ -46,12 +64,22 @@ def _evaluate(chain: Chain, project: str, candidate_id: str, actor: Actor, as_of
     else:
         pstate = ProjectState.from_facts(project, pstream.facts)
         if not pstream.complete:
-            extra.append(finding("EVIDENCE_QUERY_INCOMPLETE", "the project's configuration and policies took "
-                                 "more pages to read than the budget allows; nothing unread may count"))
+            extra.append(
+                finding(
+                    "EVIDENCE_QUERY_INCOMPLETE",
+                    "the project's configuration and policies took "
+                    "more pages to read than the budget allows; nothing unread may count",
+                )
+            )
         project_check = chain.verify(pstream)
         if not project_check.valid:
-            extra.append(finding("STATE_TAMPERED", f"the project's audit chain fails at seq "
-                                 f"{project_check.first_bad_seq}: {project_check.reason}"))
+            extra.append(
+                finding(
+                    "STATE_TAMPERED",
+                    f"the project's audit chain fails at seq "
+                    f"{project_check.first_bad_seq}: {project_check.reason}",
+                )
+            )
     try:
         state = CandidateState.from_facts(parse_facts(stream.facts), when)
         return decide(state, pstate, when, extra), stream
@@ -65,14 +93,17 @@ def decision(chain: Chain, project: str, candidate_id: str, actor: Actor, as_of:
         try:
             as_of = format_time(parse_time(as_of))
         except (ValueError, OverflowError) as error:
-            raise Refusal("VALIDATION_FAILED", "as_of must be an RFC 3339 time with an offset, "
-                          "between the years 1970 and 9999") from error
+            raise Refusal(
+                "VALIDATION_FAILED",
+                "as_of must be an RFC 3339 time with an offset, between the years 1970 and 9999",
+            ) from error
     verdict = evaluate(chain, project, candidate_id, actor, as_of)
     return decision_view(verdict, "caller" if as_of else "service")
 
 
-def record_decision(chain: Chain, project: str, candidate_id: str, actor: Actor, key: str | None
-                    ) -> DecisionRecorded | DecisionNotRecorded:
+def record_decision(
+    chain: Chain, project: str, candidate_id: str, actor: Actor, key: str | None
+) -> DecisionRecorded | DecisionNotRecorded:
     """Recorded (with its seq), or, when the store fails once the candidate is established, a hold that says
     it was not recorded."""
     need(actor)
@@ -88,15 +119,24 @@ def record_decision(chain: Chain, project: str, candidate_id: str, actor: Actor,
         verdict, stream = _evaluate(chain, project, candidate_id, actor, None, fresh.pop() if fresh else None)
         if not stream.complete:
             raise unavailable("the candidate's chain is larger than one read may page through")
-        fact = {"type": "decision.recorded", **verdict.as_dict(), "actor": actor.fact(),
-                "recorded_at": verdict.as_of}
+        fact = {
+            "type": "decision.recorded",
+            **verdict.as_dict(),
+            "actor": actor.fact(),
+            "recorded_at": verdict.as_of,
+        }
         if stream.seq and stream.events and stream.events[-1]["at"] > verdict.as_of:
             raise StoreConflict()  # a write landed after our clock reading: judge again
         head = {k: v for k, v in (stream.head or {}).items() if k not in ("seq", "hash")}
-        return chain.commit(CommitRequest(stream, actor.id, fact, idempotency=idem, head=head),
-                            lambda seq: DecisionRecorded(**dict(verdict), as_of_source="service", seq=seq))
+        return chain.commit(
+            CommitRequest(stream, actor.id, fact, idempotency=idem, head=head),
+            lambda seq: DecisionRecorded(**dict(verdict), as_of_source="service", seq=seq),
+        )
+
     try:
-        return chain.idempotent(ref, f"/candidates/{candidate_id}/decisions", key, actor, {}, run, DecisionRecorded)
+        return chain.idempotent(
+            ref, f"/candidates/{candidate_id}/decisions", key, actor, {}, run, DecisionRecorded
+        )
     except Refusal as refusal:
         if refusal.code != "STATE_UNAVAILABLE":
             raise

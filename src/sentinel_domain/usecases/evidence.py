@@ -10,8 +10,9 @@ from ..reports import ReportWriter
 from .chain import Chain, CommitRequest, candidate_head, full_revision, need, with_fact
 
 
-def post_evidence(chain: Chain, project: str, candidate_id: str, actor: Actor, request: EvidenceRequest,
-                  key: str | None) -> EvidenceRecorded:
+def post_evidence(
+    chain: Chain, project: str, candidate_id: str, actor: Actor, request: EvidenceRequest, key: str | None
+) -> EvidenceRecorded:
     need(actor, "publisher", "requester")
     full_revision(request.revision)
     ref = StreamRef(project, candidate_id)
@@ -27,13 +28,29 @@ def post_evidence(chain: Chain, project: str, candidate_id: str, actor: Actor, r
         after = with_fact(state, fact, stream.seq + 1)
         return chain.commit(
             CommitRequest(stream, actor.id, fact, idempotency=idem, head=candidate_head(after, config)),
-            lambda seq: EvidenceRecorded.model_validate({**evidence_response(fact), "seq": seq}))
-    return chain.idempotent(ref, f"/candidates/{candidate_id}/evidence", key, actor, request.model_dump(mode="json"),
-                            run, EvidenceRecorded)
+            lambda seq: EvidenceRecorded.model_validate({**evidence_response(fact), "seq": seq}),
+        )
+
+    return chain.idempotent(
+        ref,
+        f"/candidates/{candidate_id}/evidence",
+        key,
+        actor,
+        request.model_dump(mode="json"),
+        run,
+        EvidenceRecorded,
+    )
 
 
-def report(chain: Chain, project: str, candidate_id: str, task_id: str, actor: Actor, request: ReportRequest,
-           key: str | None) -> ReportAttempt:
+def report(
+    chain: Chain,
+    project: str,
+    candidate_id: str,
+    task_id: str,
+    actor: Actor,
+    request: ReportRequest,
+    key: str | None,
+) -> ReportAttempt:
     need(actor, "requester")
     ref = StreamRef(project, candidate_id)
 
@@ -45,7 +62,21 @@ def report(chain: Chain, project: str, candidate_id: str, task_id: str, actor: A
         after = with_fact(state, fact, stream.seq + 1)
         return chain.commit(
             CommitRequest(stream, actor.id, fact, idempotency=idem, head=candidate_head(after, config)),
-            lambda seq: ReportAttempt(attempt=fact["attempt"], recorded_status=fact["recorded_status"],
-                                      passes=fact["passes"], findings=fact["findings"], seq=seq))
-    return chain.idempotent(ref, f"/candidates/{candidate_id}/tasks/{task_id}/reports", key, actor,
-                            request.model_dump(mode="json"), run, ReportAttempt)
+            lambda seq: ReportAttempt(
+                attempt=fact["attempt"],
+                recorded_status=fact["recorded_status"],
+                passes=fact["passes"],
+                findings=fact["findings"],
+                seq=seq,
+            ),
+        )
+
+    return chain.idempotent(
+        ref,
+        f"/candidates/{candidate_id}/tasks/{task_id}/reports",
+        key,
+        actor,
+        request.model_dump(mode="json"),
+        run,
+        ReportAttempt,
+    )

@@ -47,8 +47,14 @@ from .chain import Chain
 
 
 class Gate:
-    def __init__(self, store: StateStore, clock: Clock, ids: Ids, proposer: Proposer | None = None,
-                 checkpoints: Checkpoints | None = None) -> None:
+    def __init__(
+        self,
+        store: StateStore,
+        clock: Clock,
+        ids: Ids,
+        proposer: Proposer | None = None,
+        checkpoints: Checkpoints | None = None,
+    ) -> None:
         self.chain = Chain(store, clock, ids, checkpoints)
         self.proposer = proposer
 
@@ -90,8 +96,9 @@ class Gate:
 
     # ---- configuration, policies, audit --------------------------------------------------------------
 
-    def put_config(self, project: str, actor: Actor, config: ProjectConfig, if_match: str | None
-                   ) -> ConfigVersionStored:
+    def put_config(
+        self, project: str, actor: Actor, config: ProjectConfig, if_match: str | None
+    ) -> ConfigVersionStored:
         return projects.put_config(self.chain, project, actor, config, if_match)
 
     def get_config(self, project: str, actor: Actor) -> ConfigVersion:
@@ -111,51 +118,88 @@ class Gate:
 
     # ---- candidates ----------------------------------------------------------------------------------
 
-    def create_candidate(self, project: str, actor: Actor, request: CandidateRequest, key: str | None
-                         ) -> CandidateCreated:
+    def create_candidate(
+        self, project: str, actor: Actor, request: CandidateRequest, key: str | None
+    ) -> CandidateCreated:
         return candidates.create_candidate(self.chain, project, actor, request, key)
 
-    def add_change_context(self, project: str, candidate_id: str, actor: Actor, request: ChangeContextRequest,
-                           key: str | None) -> ChangeContextAdded:
+    def add_change_context(
+        self, project: str, candidate_id: str, actor: Actor, request: ChangeContextRequest, key: str | None
+    ) -> ChangeContextAdded:
         return candidates.add_change_context(self.chain, project, candidate_id, actor, request, key)
 
-    def find_candidates(self, project: str, actor: Actor, subject: str | None, revision: str | None,
-                        environment: str | None, limit: int, cursor: str | None) -> CandidatePage:
-        return candidates.find_candidates(self.chain, project, actor, subject, revision, environment, limit, cursor)
+    def find_candidates(
+        self,
+        project: str,
+        actor: Actor,
+        subject: str | None,
+        revision: str | None,
+        environment: str | None,
+        limit: int,
+        cursor: str | None,
+    ) -> CandidatePage:
+        return candidates.find_candidates(
+            self.chain, project, actor, subject, revision, environment, limit, cursor
+        )
 
     def get_candidate(self, project: str, candidate_id: str, actor: Actor) -> CandidateView:
         return candidates.get_candidate(self.chain, project, candidate_id, actor)
 
     # ---- plans, reviews, settlement, actions ---------------------------------------------------------
 
-    def put_plan(self, project: str, candidate_id: str, actor: Actor, raw_plan: Any, if_match: str | None
-                 ) -> PlanStored:
+    def put_plan(
+        self, project: str, candidate_id: str, actor: Actor, raw_plan: Any, if_match: str | None
+    ) -> PlanStored:
         return plans.put_plan(self.chain, project, candidate_id, actor, raw_plan, if_match)
 
-    def propose(self, project: str, candidate_id: str, actor: Actor, if_match: str | None, key: str | None
-                ) -> PlanProposed:
+    def propose(
+        self, project: str, candidate_id: str, actor: Actor, if_match: str | None, key: str | None
+    ) -> PlanProposed:
         return plans.propose(self.chain, self.proposer, project, candidate_id, actor, if_match, key)
 
-    def review(self, project: str, candidate_id: str, actor: Actor, request: ReviewRequest, key: str | None
-               ) -> ReviewRecorded:
+    def review(
+        self, project: str, candidate_id: str, actor: Actor, request: ReviewRequest, key: str | None
+    ) -> ReviewRecorded:
         return reviews.review(self.chain, project, candidate_id, actor, request, key)
 
-    def settle(self, project: str, candidate_id: str, task_id: str, actor: Actor, request: SettlementRequest,
-               key: str | None) -> TaskSettled:
+    def settle(
+        self,
+        project: str,
+        candidate_id: str,
+        task_id: str,
+        actor: Actor,
+        request: SettlementRequest,
+        key: str | None,
+    ) -> TaskSettled:
         return reviews.settle(self.chain, project, candidate_id, task_id, actor, request, key)
 
-    def execute(self, project: str, candidate_id: str, action_id: str, actor: Actor, request: ExecutionRequest,
-                key: str | None) -> ActionExecuted:
+    def execute(
+        self,
+        project: str,
+        candidate_id: str,
+        action_id: str,
+        actor: Actor,
+        request: ExecutionRequest,
+        key: str | None,
+    ) -> ActionExecuted:
         return actions.execute(self.chain, project, candidate_id, action_id, actor, request, key)
 
     # ---- evidence, reports, decisions ----------------------------------------------------------------
 
-    def post_evidence(self, project: str, candidate_id: str, actor: Actor, request: EvidenceRequest,
-                      key: str | None) -> EvidenceRecorded:
+    def post_evidence(
+        self, project: str, candidate_id: str, actor: Actor, request: EvidenceRequest, key: str | None
+    ) -> EvidenceRecorded:
         return evidence.post_evidence(self.chain, project, candidate_id, actor, request, key)
 
-    def report(self, project: str, candidate_id: str, task_id: str, actor: Actor, request: ReportRequest,
-               key: str | None) -> ReportAttempt:
+    def report(
+        self,
+        project: str,
+        candidate_id: str,
+        task_id: str,
+        actor: Actor,
+        request: ReportRequest,
+        key: str | None,
+    ) -> ReportAttempt:
         return evidence.report(self.chain, project, candidate_id, task_id, actor, request, key)
 
     def evaluate(self, project: str, candidate_id: str, actor: Actor, as_of: str | None = None) -> Decision:
@@ -164,6 +208,7 @@ class Gate:
     def decision(self, project: str, candidate_id: str, actor: Actor, as_of: str | None) -> DecisionView:
         return decisions.decision(self.chain, project, candidate_id, actor, as_of)
 
-    def record_decision(self, project: str, candidate_id: str, actor: Actor, key: str | None
-                        ) -> DecisionRecorded | DecisionNotRecorded:
+    def record_decision(
+        self, project: str, candidate_id: str, actor: Actor, key: str | None
+    ) -> DecisionRecorded | DecisionNotRecorded:
         return decisions.record_decision(self.chain, project, candidate_id, actor, key)

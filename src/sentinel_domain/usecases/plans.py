@@ -24,19 +24,36 @@ def _check_if_match(state: CandidateState, if_match: str | None) -> None:
     current = state.plan_digest
     if current is None:
         if wanted is not None:
-            raise Refusal("VERSION_CONFLICT", "no plan exists yet: the first submission carries no If-Match",
-                          reason=IF_MATCH_STALE)
+            raise Refusal(
+                "VERSION_CONFLICT",
+                "no plan exists yet: the first submission carries no If-Match",
+                reason=IF_MATCH_STALE,
+            )
         return
     if wanted is None:
-        raise Refusal("VERSION_CONFLICT", "amending the plan needs If-Match with the current plan digest",
-                      reason=IF_MATCH_MISSING)
+        raise Refusal(
+            "VERSION_CONFLICT",
+            "amending the plan needs If-Match with the current plan digest",
+            reason=IF_MATCH_MISSING,
+        )
     if wanted != current:
-        raise Refusal("VERSION_CONFLICT", "If-Match names a plan digest that is not the current one",
-                      reason=IF_MATCH_STALE)
+        raise Refusal(
+            "VERSION_CONFLICT",
+            "If-Match names a plan digest that is not the current one",
+            reason=IF_MATCH_STALE,
+        )
 
 
-def _store_plan(chain: Chain, project: str, candidate_id: str, actor: Actor, if_match: str | None, draft: Drafter,
-                idem: IdempotencyRecord | None, answers: type[P]) -> P:
+def _store_plan(
+    chain: Chain,
+    project: str,
+    candidate_id: str,
+    actor: Actor,
+    if_match: str | None,
+    draft: Drafter,
+    idem: IdempotencyRecord | None,
+    answers: type[P],
+) -> P:
     _pstream, pstate = chain.project(project)
     config = chain.config(pstate)
     stream, state = chain.candidate(project, candidate_id)
@@ -44,36 +61,63 @@ def _store_plan(chain: Chain, project: str, candidate_id: str, actor: Actor, if_
     plan, mode, reason = draft(state, pstate, config)
     normalised, findings = preflight(plan, state.obligations, pstate.policies(), config)
     if normalised is None:
-        raise Refusal("PLAN_PREFLIGHT_FAILED", f"the plan failed preflight with {len(findings)} finding(s); "
-                      "nothing was stored", findings=findings)
+        raise Refusal(
+            "PLAN_PREFLIGHT_FAILED",
+            f"the plan failed preflight with {len(findings)} finding(s); nothing was stored",
+            findings=findings,
+        )
     version = len(state.plans) + 1
     digest_ = plan_digest(project, candidate_id, state.candidate["revision"], normalised)
-    fact = {"type": "plan.stored", "plan_version": version, "plan_digest": digest_, "plan": normalised,
-            "author": actor.fact(), "mode": mode, "fallback_reason": reason, "recorded_at": chain.now()}
+    fact = {
+        "type": "plan.stored",
+        "plan_version": version,
+        "plan_digest": digest_,
+        "plan": normalised,
+        "author": actor.fact(),
+        "mode": mode,
+        "fallback_reason": reason,
+        "recorded_at": chain.now(),
+    }
     after = with_fact(state, fact, stream.seq + 1)
 
     def outcome(seq: int) -> P:
-        shown: dict[str, Any] = {"plan_version": version, "plan_digest": digest_, "plan": normalised, "seq": seq}
+        shown: dict[str, Any] = {
+            "plan_version": version,
+            "plan_digest": digest_,
+            "plan": normalised,
+            "seq": seq,
+        }
         if issubclass(answers, PlanProposed):  # the service drafted it: say how, and why it fell back
             shown.update(mode=mode, fallback_reason=reason)
         return answers.model_validate(shown)
-    return chain.commit(CommitRequest(stream, actor.id, fact, idempotency=idem, head=candidate_head(after, config)),
-                        outcome)
+
+    return chain.commit(
+        CommitRequest(stream, actor.id, fact, idempotency=idem, head=candidate_head(after, config)), outcome
+    )
 
 
-def put_plan(chain: Chain, project: str, candidate_id: str, actor: Actor, raw_plan: Any, if_match: str | None
-             ) -> PlanStored:
+def put_plan(
+    chain: Chain, project: str, candidate_id: str, actor: Actor, raw_plan: Any, if_match: str | None
+) -> PlanStored:
     need(actor, "requester")
 
     def submitted(_state: CandidateState, _project: ProjectState, _config: ProjectConfig) -> Draft:
         return raw_plan, "submitted", None
 
-    return chain.retrying(lambda: _store_plan(chain, project, candidate_id, actor, if_match, submitted, None,
-                                              PlanStored))
+    return chain.retrying(
+        lambda: _store_plan(chain, project, candidate_id, actor, if_match, submitted, None, PlanStored)
+    )
 
 
-def propose(chain: Chain, proposer: Proposer | None, project: str, candidate_id: str, actor: Actor,
-            if_match: str | None, key: str | None) -> PlanProposed:
+def propose(
+    chain: Chain,
+    proposer: Proposer | None,
+    project: str,
+    candidate_id: str,
+    actor: Actor,
+    if_match: str | None,
+    key: str | None,
+) -> PlanProposed:
     """Rule 23: the model drafts, preflight and scope judge, and any failure stores the fallback instead."""
     need(actor, "requester")
     # The model is asked at most once per request: a lost race re-judges the same answer against the fresh
@@ -87,8 +131,14 @@ def propose(chain: Chain, proposer: Proposer | None, project: str, candidate_id:
         if not known:  # nothing to plan: the fallback's own preflight refuses it, no model call needed
             return fallback, "fallback", "MODEL_NOT_CONFIGURED"
         if not asked:
-            asked.append(proposals.ask(proposer, proposals.proposal_request(
-                project, state.candidate, state.contexts, state.obligations, policies, config)))
+            asked.append(
+                proposals.ask(
+                    proposer,
+                    proposals.proposal_request(
+                        project, state.candidate, state.contexts, state.obligations, policies, config
+                    ),
+                )
+            )
         raw, failure = asked[0]
         if failure is not None:
             return fallback, "fallback", failure
@@ -97,8 +147,12 @@ def propose(chain: Chain, proposer: Proposer | None, project: str, candidate_id:
             return fallback, "fallback", reason
         return plan, "model", None
 
-    return chain.idempotent(StreamRef(project, candidate_id), f"/candidates/{candidate_id}/proposals", key, actor,
-                            {"if_match": if_match},
-                            lambda idem: _store_plan(chain, project, candidate_id, actor, if_match, draft, idem,
-                                                     PlanProposed),
-                            PlanProposed)
+    return chain.idempotent(
+        StreamRef(project, candidate_id),
+        f"/candidates/{candidate_id}/proposals",
+        key,
+        actor,
+        {"if_match": if_match},
+        lambda idem: _store_plan(chain, project, candidate_id, actor, if_match, draft, idem, PlanProposed),
+        PlanProposed,
+    )

@@ -23,22 +23,29 @@ def create_project(chain: Chain, project: str) -> ProjectEventRecorded:
         if stream.facts:
             raise Refusal("VALIDATION_FAILED", f"project {project} exists already")
         fact = {"type": "project.created", "project": project, "recorded_at": chain.now()}
-        return chain.commit(CommitRequest(stream, OPERATOR, fact),
-                            lambda seq: ProjectEventRecorded(project=project, seq=seq))
+        return chain.commit(
+            CommitRequest(stream, OPERATOR, fact), lambda seq: ProjectEventRecorded(project=project, seq=seq)
+        )
+
     return chain.retrying(attempt)
 
 
-def record_project_event(chain: Chain, project: str, type_: str, payload: dict[str, Any]) -> ProjectEventRecorded:
+def record_project_event(
+    chain: Chain, project: str, type_: str, payload: dict[str, Any]
+) -> ProjectEventRecorded:
     def attempt() -> ProjectEventRecorded:
         stream, _state = chain.project(project)
         fact = {"type": type_, **payload, "recorded_at": chain.now()}
-        return chain.commit(CommitRequest(stream, OPERATOR, fact),
-                            lambda seq: ProjectEventRecorded(project=project, seq=seq))
+        return chain.commit(
+            CommitRequest(stream, OPERATOR, fact), lambda seq: ProjectEventRecorded(project=project, seq=seq)
+        )
+
     return chain.retrying(attempt)
 
 
-def put_config(chain: Chain, project: str, actor: Actor, config: ProjectConfig, if_match: str | None
-               ) -> ConfigVersionStored:
+def put_config(
+    chain: Chain, project: str, actor: Actor, config: ProjectConfig, if_match: str | None
+) -> ConfigVersionStored:
     need(actor, "admin")
 
     def attempt() -> ConfigVersionStored:
@@ -46,11 +53,17 @@ def put_config(chain: Chain, project: str, actor: Actor, config: ProjectConfig, 
         version = state.config_version()
         wanted = if_match_value(if_match)
         if version and wanted is None:
-            raise Refusal("VERSION_CONFLICT", "replacing the configuration needs If-Match with its ETag",
-                          reason=IF_MATCH_MISSING)
+            raise Refusal(
+                "VERSION_CONFLICT",
+                "replacing the configuration needs If-Match with its ETag",
+                reason=IF_MATCH_MISSING,
+            )
         if wanted is not None and wanted != str(version):
-            raise Refusal("VERSION_CONFLICT", f"If-Match names version {wanted}; the current one is {version}",
-                          reason=IF_MATCH_STALE)
+            raise Refusal(
+                "VERSION_CONFLICT",
+                f"If-Match names version {wanted}; the current one is {version}",
+                reason=IF_MATCH_STALE,
+            )
         policies = state.policies()
         named = {config.unclassified_policy, *(r.policy_id for r in config.derivation_rules)}
         missing = sorted(named - set(policies))
@@ -59,10 +72,18 @@ def put_config(chain: Chain, project: str, actor: Actor, config: ProjectConfig, 
         for rule in config.derivation_rules:
             if bool(rule.files) == bool(rule.openapi):
                 raise Refusal("VALIDATION_FAILED", "each derivation rule names either files or openapi")
-        fact = {"type": "config.set", "version": version + 1, "config": config.model_dump(mode="json"),
-                "actor": actor.fact(), "recorded_at": chain.now()}
-        return chain.commit(CommitRequest(stream, actor.id, fact),
-                            lambda seq: ConfigVersionStored(version=version + 1, config=config, seq=seq))
+        fact = {
+            "type": "config.set",
+            "version": version + 1,
+            "config": config.model_dump(mode="json"),
+            "actor": actor.fact(),
+            "recorded_at": chain.now(),
+        }
+        return chain.commit(
+            CommitRequest(stream, actor.id, fact),
+            lambda seq: ConfigVersionStored(version=version + 1, config=config, seq=seq),
+        )
+
     return chain.retrying(attempt)
 
 
@@ -75,28 +96,44 @@ def get_config(chain: Chain, project: str, actor: Actor) -> ConfigVersion:
     return ConfigVersion(version=entry["version"], config=entry["config"])
 
 
-def put_policy(chain: Chain, project: str, policy_id: str, actor: Actor, policy: Policy) -> PolicyVersionStored:
+def put_policy(
+    chain: Chain, project: str, policy_id: str, actor: Actor, policy: Policy
+) -> PolicyVersionStored:
     need(actor, "admin")
 
     def attempt() -> PolicyVersionStored:
         stream, state = chain.project(project)
         version = len(state.policy_versions(policy_id)) + 1
-        fact = {"type": "policy.set", "policy_id": policy_id, "version": version,
-                "policy": policy.model_dump(mode="json"), "actor": actor.fact(), "recorded_at": chain.now()}
-        return chain.commit(CommitRequest(stream, actor.id, fact),
-                            lambda seq: PolicyVersionStored(policy_id=policy_id, version=version, policy=policy,
-                                                            seq=seq))
+        fact = {
+            "type": "policy.set",
+            "policy_id": policy_id,
+            "version": version,
+            "policy": policy.model_dump(mode="json"),
+            "actor": actor.fact(),
+            "recorded_at": chain.now(),
+        }
+        return chain.commit(
+            CommitRequest(stream, actor.id, fact),
+            lambda seq: PolicyVersionStored(policy_id=policy_id, version=version, policy=policy, seq=seq),
+        )
+
     return chain.retrying(attempt)
 
 
 def list_policies(chain: Chain, project: str, actor: Actor) -> PolicyList:
     need(actor)
     _stream, state = chain.project(project)
-    return PolicyList(policies=[PolicyVersion(policy_id=pid, version=v, policy=p)
-                                for pid, (v, p) in sorted(state.policies().items())])
+    return PolicyList(
+        policies=[
+            PolicyVersion(policy_id=pid, version=v, policy=p)
+            for pid, (v, p) in sorted(state.policies().items())
+        ]
+    )
 
 
-def get_policy(chain: Chain, project: str, policy_id: str, actor: Actor, version: int | None) -> PolicyVersion:
+def get_policy(
+    chain: Chain, project: str, policy_id: str, actor: Actor, version: int | None
+) -> PolicyVersion:
     need(actor)
     _stream, state = chain.project(project)
     found = state.policy(policy_id, version=version)

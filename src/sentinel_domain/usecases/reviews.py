@@ -10,13 +10,16 @@ from ..reviews import excluded_approvers, reviewer_refusal
 from ..times import plus_seconds
 from .chain import Chain, CommitRequest, candidate_head, full_revision, with_fact
 
-WHY_NOT_A_REVIEWER = {"AGENT_CANNOT_REVIEW": "agents never review; a human reviewer must",
-                      "REVIEWER_NOT_HUMAN": "ci principals never review; a human reviewer must",
-                      "FORBIDDEN_ROLE": "reviewing needs the reviewer role in this project"}
+WHY_NOT_A_REVIEWER = {
+    "AGENT_CANNOT_REVIEW": "agents never review; a human reviewer must",
+    "REVIEWER_NOT_HUMAN": "ci principals never review; a human reviewer must",
+    "FORBIDDEN_ROLE": "reviewing needs the reviewer role in this project",
+}
 
 
-def review(chain: Chain, project: str, candidate_id: str, actor: Actor, request: ReviewRequest, key: str | None
-           ) -> ReviewRecorded:
+def review(
+    chain: Chain, project: str, candidate_id: str, actor: Actor, request: ReviewRequest, key: str | None
+) -> ReviewRecorded:
     if not actor.roles:
         raise Refusal("NOT_FOUND", "no such project")
     refusal = reviewer_refusal(actor)
@@ -30,32 +33,68 @@ def review(chain: Chain, project: str, candidate_id: str, actor: Actor, request:
         stream, state = chain.candidate(project, candidate_id)
         named_exists = any(p["plan_digest"] == request.plan_digest for p in state.plans)
         if request.decision == "approve" and actor.id in excluded_approvers(
-                state, request.plan_digest if named_exists else None):
-            raise Refusal("SELF_APPROVAL", "you created this candidate, authored a plan version, or sponsor "
-                          "someone who did: ask another reviewer")
+            state, request.plan_digest if named_exists else None
+        ):
+            raise Refusal(
+                "SELF_APPROVAL",
+                "you created this candidate, authored a plan version, or sponsor "
+                "someone who did: ask another reviewer",
+            )
         if state.plan_digest is None or request.plan_digest != state.plan_digest:
-            raise Refusal("DIGEST_MISMATCH", "the review names a plan digest that is not the current plan's"
-                          if state.plan_digest else "no plan exists to review")
+            raise Refusal(
+                "DIGEST_MISMATCH",
+                "the review names a plan digest that is not the current plan's"
+                if state.plan_digest
+                else "no plan exists to review",
+            )
         if full_revision(request.revision) != state.candidate["revision"]:
             raise Refusal("REVISION_MISMATCH", "the review names a revision that is not the candidate's")
         now = chain.now()
         review_id = chain.ids.new_id("rev")
-        fact = {"type": "review.recorded", "review_id": review_id, "reviewer": actor.fact(),
-                "decision": request.decision, "plan_digest": request.plan_digest,
-                "revision": state.candidate["revision"], "comment": request.comment,
-                "expires_at": plus_seconds(now, config.approval_ttl_seconds), "recorded_at": now}
+        fact = {
+            "type": "review.recorded",
+            "review_id": review_id,
+            "reviewer": actor.fact(),
+            "decision": request.decision,
+            "plan_digest": request.plan_digest,
+            "revision": state.candidate["revision"],
+            "comment": request.comment,
+            "expires_at": plus_seconds(now, config.approval_ttl_seconds),
+            "recorded_at": now,
+        }
         after = with_fact(state, fact, stream.seq + 1)
         return chain.commit(
             CommitRequest(stream, actor.id, fact, idempotency=idem, head=candidate_head(after, config)),
-            lambda seq: ReviewRecorded(review_id=review_id, decision=request.decision,
-                                       plan_digest=request.plan_digest, revision=fact["revision"],
-                                       expires_at=fact["expires_at"], seq=seq))
-    return chain.idempotent(ref, f"/candidates/{candidate_id}/reviews", key, actor, request.model_dump(mode="json"),
-                            run, ReviewRecorded)
+            lambda seq: ReviewRecorded(
+                review_id=review_id,
+                decision=request.decision,
+                plan_digest=request.plan_digest,
+                revision=fact["revision"],
+                expires_at=fact["expires_at"],
+                seq=seq,
+            ),
+        )
+
+    return chain.idempotent(
+        ref,
+        f"/candidates/{candidate_id}/reviews",
+        key,
+        actor,
+        request.model_dump(mode="json"),
+        run,
+        ReviewRecorded,
+    )
 
 
-def settle(chain: Chain, project: str, candidate_id: str, task_id: str, actor: Actor, request: SettlementRequest,
-           key: str | None) -> TaskSettled:
+def settle(
+    chain: Chain,
+    project: str,
+    candidate_id: str,
+    task_id: str,
+    actor: Actor,
+    request: SettlementRequest,
+    key: str | None,
+) -> TaskSettled:
     if not actor.roles:
         raise Refusal("NOT_FOUND", "no such project")
     refusal = reviewer_refusal(actor)
@@ -74,11 +113,26 @@ def settle(chain: Chain, project: str, candidate_id: str, task_id: str, actor: A
             raise Refusal("NOT_FOUND", f"the current plan has no task {task_id}")
         if not state.task_passes(current, task_id):
             raise Refusal("TASK_NOT_ELIGIBLE", f"task {task_id} does not pass under this plan digest")
-        fact = {"type": "task.settled", "task_id": task_id, "plan_digest": current,
-                "settled_by": actor.fact(), "note": request.note, "recorded_at": chain.now()}
+        fact = {
+            "type": "task.settled",
+            "task_id": task_id,
+            "plan_digest": current,
+            "settled_by": actor.fact(),
+            "note": request.note,
+            "recorded_at": chain.now(),
+        }
         after = with_fact(state, fact, stream.seq + 1)
         return chain.commit(
             CommitRequest(stream, actor.id, fact, idempotency=idem, head=candidate_head(after, config)),
-            lambda seq: TaskSettled(task_id=task_id, plan_digest=current, settled=True, seq=seq))
-    return chain.idempotent(ref, f"/candidates/{candidate_id}/tasks/{task_id}/settlement", key, actor,
-                            request.model_dump(mode="json"), run, TaskSettled)
+            lambda seq: TaskSettled(task_id=task_id, plan_digest=current, settled=True, seq=seq),
+        )
+
+    return chain.idempotent(
+        ref,
+        f"/candidates/{candidate_id}/tasks/{task_id}/settlement",
+        key,
+        actor,
+        request.model_dump(mode="json"),
+        run,
+        TaskSettled,
+    )

@@ -56,25 +56,42 @@ def throttle_class(route: Route) -> str:
 
 
 class Api(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
-                 functions: Mapping[str, ServiceFunction], authorizer: ServiceFunction,
-                 log_retention: logs.RetentionDays) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: DeploymentConfig,
+        functions: Mapping[str, ServiceFunction],
+        authorizer: ServiceFunction,
+        log_retention: logs.RetentionDays,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.http_api = apigw.HttpApi(
-            self, "HttpApi", api_name=f"sentinel-{config.stage}", create_default_stage=False,
+            self,
+            "HttpApi",
+            api_name=f"sentinel-{config.stage}",
+            create_default_stage=False,
             description="Sentinel: a fail-closed readiness gate for changes made by coding agents",
         )
-        self.access_logs = logs.LogGroup(self, "AccessLogs", retention=log_retention,
-                                         removal_policy=RemovalPolicy.RETAIN)
+        self.access_logs = logs.LogGroup(
+            self, "AccessLogs", retention=log_retention, removal_policy=RemovalPolicy.RETAIN
+        )
         self.stage = apigw.HttpStage(
-            self, "DefaultStage", http_api=self.http_api, stage_name="$default", auto_deploy=True,
-            throttle=apigw.ThrottleSettings(rate_limit=config.api_rate_limit,
-                                            burst_limit=config.api_burst_limit),
+            self,
+            "DefaultStage",
+            http_api=self.http_api,
+            stage_name="$default",
+            auto_deploy=True,
+            throttle=apigw.ThrottleSettings(
+                rate_limit=config.api_rate_limit, burst_limit=config.api_burst_limit
+            ),
         )
         # Simple responses carry the principal's roles in the context; the answer is cached per Authorization
         # header for at most authorizerCacheSeconds (30), which is how long a revoked token may still pass.
         self.authorizer = authorizers.HttpLambdaAuthorizer(
-            "TokenAuthorizer", authorizer.alias,
+            "TokenAuthorizer",
+            authorizer.alias,
             authorizer_name=f"sentinel-{config.stage}-token",
             identity_source=[AUTHORIZATION_HEADER],
             response_types=[authorizers.HttpLambdaResponseType.SIMPLE],
@@ -87,7 +104,8 @@ class Api(Construct):
         self.routes: dict[str, apigw.HttpRoute] = {}
         for route in ROUTES:
             self.routes[route_key(route)] = apigw.HttpRoute(
-                self, "Route" + re.sub(r"[^A-Za-z0-9]+", "_", route_key(route)),
+                self,
+                "Route" + re.sub(r"[^A-Za-z0-9]+", "_", route_key(route)),
                 http_api=self.http_api,
                 route_key=apigw.HttpRouteKey.with_(route.path, apigw.HttpMethod(route.method)),
                 integration=self.integrations[route.function],
@@ -101,16 +119,24 @@ class Api(Construct):
         assert isinstance(stage, apigw.CfnStage)
         stage.access_log_settings = apigw.CfnStage.AccessLogSettingsProperty(
             destination_arn=cdk.Stack.of(self).format_arn(
-                service="logs", resource="log-group", resource_name=self.access_logs.log_group_name,
-                arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME),
+                service="logs",
+                resource="log-group",
+                resource_name=self.access_logs.log_group_name,
+                arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+            ),
             format=json.dumps(ACCESS_LOG_FORMAT, separators=(",", ":")),
         )
-        limits = {name: (getattr(config, f"{name}_rate_limit"), getattr(config, f"{name}_burst_limit"))
-                  for name in ("api", "write", "proposal", "public")}
+        limits = {
+            name: (getattr(config, f"{name}_rate_limit"), getattr(config, f"{name}_burst_limit"))
+            for name in ("api", "write", "proposal", "public")
+        }
         stage.route_settings = {
-            key: {"ThrottlingRateLimit": limits[throttle_class(route)][0],
-                  "ThrottlingBurstLimit": limits[throttle_class(route)][1]}
-            for route in ROUTES for key in [route_key(route)]
+            key: {
+                "ThrottlingRateLimit": limits[throttle_class(route)][0],
+                "ThrottlingBurstLimit": limits[throttle_class(route)][1],
+            }
+            for route in ROUTES
+            for key in [route_key(route)]
         }
         # Route settings name route keys, which must exist before the stage refers to them.
         for route in self.routes.values():
@@ -119,11 +145,14 @@ class Api(Construct):
     def _acknowledge_public_routes(self) -> None:
         for route in ROUTES:
             if route.public:
-                cdk.Validations.of(self.routes[route_key(route)]).acknowledge(cdk.Acknowledgment(
-                    id="AwsSolutions-APIG4",
-                    reason=f"{route_key(route)} is anonymous by contract (API.md): health and the OpenAPI "
-                           "document must answer without a token. It reads nothing a caller could misuse "
-                           "(never a secret, token or account id), and has its own low throttle."))
+                cdk.Validations.of(self.routes[route_key(route)]).acknowledge(
+                    cdk.Acknowledgment(
+                        id="AwsSolutions-APIG4",
+                        reason=f"{route_key(route)} is anonymous by contract (API.md): health and the OpenAPI "
+                        "document must answer without a token. It reads nothing a caller could misuse "
+                        "(never a secret, token or account id), and has its own low throttle.",
+                    )
+                )
 
     @property
     def url(self) -> str:

@@ -12,14 +12,23 @@ class CostBudget(Construct):
     """AWS Budgets tracks the whole account's cost: give Sentinel its own account (the AWS-recommended
     shape), or read the figure as an upper bound."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, stage: str, monthly_limit_usd: int,
-                 topic: sns.ITopic, email: str) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        monthly_limit_usd: int,
+        topic: sns.ITopic,
+        email: str,
+    ) -> None:
         super().__init__(scope, construct_id)
         subscribers = [budgets.CfnBudget.SubscriberProperty(subscription_type="SNS", address=topic.topic_arn)]
         if email:
             subscribers.append(budgets.CfnBudget.SubscriberProperty(subscription_type="EMAIL", address=email))
         self.budget = budgets.CfnBudget(
-            self, "Monthly",
+            self,
+            "Monthly",
             budget=budgets.CfnBudget.BudgetDataProperty(
                 budget_name=f"sentinel-{stage}-monthly",
                 budget_type="COST",
@@ -29,8 +38,11 @@ class CostBudget(Construct):
             notifications_with_subscribers=[
                 budgets.CfnBudget.NotificationWithSubscribersProperty(
                     notification=budgets.CfnBudget.NotificationProperty(
-                        notification_type=kind, comparison_operator="GREATER_THAN", threshold=percent,
-                        threshold_type="PERCENTAGE"),
+                        notification_type=kind,
+                        comparison_operator="GREATER_THAN",
+                        threshold=percent,
+                        threshold_type="PERCENTAGE",
+                    ),
                     subscribers=subscribers,
                 )
                 for kind, percent in NOTIFICATIONS

@@ -30,77 +30,114 @@ OUTBOX_SK_PREFIX = "O#"
 HEAD_SK = "HEAD"
 _WRITES = ["INSERT", "MODIFY"]  # a REMOVE carries no new image and is nothing to relay
 
-OUTBOX_FILTER = {"eventName": _WRITES, "dynamodb": {"NewImage": {
-    SK: {"S": [{"prefix": OUTBOX_SK_PREFIX}]},
-    "outbox_pending": {"S": [{"exists": True}]},
-}}}
+OUTBOX_FILTER = {
+    "eventName": _WRITES,
+    "dynamodb": {
+        "NewImage": {
+            SK: {"S": [{"prefix": OUTBOX_SK_PREFIX}]},
+            "outbox_pending": {"S": [{"exists": True}]},
+        }
+    },
+}
 CHECKPOINT_FILTER = {"eventName": _WRITES, "dynamodb": {"NewImage": {SK: {"S": [HEAD_SK]}}}}
 MAX_RETRY_ATTEMPTS = 10
 
 
 class OutboxRelay(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, stage: str, table: dynamodb.Table,
-                 archive_retention_days: int) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        table: dynamodb.Table,
+        archive_retention_days: int,
+    ) -> None:
         super().__init__(scope, construct_id)
         if table.table_stream_arn is None:
             raise ValueError("the outbox relay needs the state table's stream")
         self.bus = events.EventBus(self, "Bus", description=f"Sentinel {stage}: side effects and checkpoints")
         self.archive = events.Archive(
-            self, "Archive", source_event_bus=self.bus,
+            self,
+            "Archive",
+            source_event_bus=self.bus,
             event_pattern=events.EventPattern(source=[names.EVENT_SOURCE]),
             retention=Duration.days(archive_retention_days) if archive_retention_days else None,
             description="Every relayed side effect and chain checkpoint; verification compares chains "
-                        "against the newest checkpoint kept here",
+            "against the newest checkpoint kept here",
         )
         self.dead_letters = sqs.Queue(
-            self, "DeadLetters", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+            self,
+            "DeadLetters",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
             retention_period=Duration.days(14),
         )
-        cdk.Validations.of(self.dead_letters).acknowledge(cdk.Acknowledgment(
-            id="AwsSolutions-SQS3",
-            reason="This queue is itself the relay pipes' dead-letter queue: a record lands here only after "
-                   f"{MAX_RETRY_ATTEMPTS} failed deliveries, an alarm fires on its first message, and the "
-                   "operator replays it by hand; a further queue behind it would add nothing."))
+        cdk.Validations.of(self.dead_letters).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-SQS3",
+                reason="This queue is itself the relay pipes' dead-letter queue: a record lands here only after "
+                f"{MAX_RETRY_ATTEMPTS} failed deliveries, an alarm fires on its first message, and the "
+                "operator replays it by hand; a further queue behind it would add nothing.",
+            )
+        )
         account = cdk.Stack.of(self).account
         self.role = iam.Role(
-            self, "Role",
-            assumed_by=iam.ServicePrincipal("pipes.amazonaws.com", conditions={
-                "StringEquals": {"aws:SourceAccount": account}}),
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal(
+                "pipes.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": account}}
+            ),
             description="Sentinel outbox relay: read the state table's stream, put events on the Sentinel bus",
         )
-        self.role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator",
-                     "dynamodb:ListStreams"],
-            resources=[table.table_stream_arn],
-        ))
-        self.role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["events:PutEvents"], resources=[self.bus.event_bus_arn]))
-        self.role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["sqs:SendMessage"], resources=[self.dead_letters.queue_arn]))
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "dynamodb:DescribeStream",
+                    "dynamodb:GetRecords",
+                    "dynamodb:GetShardIterator",
+                    "dynamodb:ListStreams",
+                ],
+                resources=[table.table_stream_arn],
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["events:PutEvents"], resources=[self.bus.event_bus_arn])
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.dead_letters.queue_arn])
+        )
         self.outbox = self._pipe("Outbox", table, OUTBOX_FILTER, names.DETAIL_TYPE_OUTBOX)
         self.checkpoints = self._pipe("Checkpoints", table, CHECKPOINT_FILTER, names.DETAIL_TYPE_CHECKPOINT)
 
-    def _pipe(self, construct_id: str, table: dynamodb.Table, pattern: dict, detail_type: str) -> pipes.CfnPipe:
+    def _pipe(
+        self, construct_id: str, table: dynamodb.Table, pattern: dict, detail_type: str
+    ) -> pipes.CfnPipe:
         pipe = pipes.CfnPipe(
-            self, construct_id,
+            self,
+            construct_id,
             role_arn=self.role.role_arn,
             source=table.table_stream_arn or "",
             source_parameters=pipes.CfnPipe.PipeSourceParametersProperty(
                 filter_criteria=pipes.CfnPipe.FilterCriteriaProperty(
-                    filters=[pipes.CfnPipe.FilterProperty(pattern=json.dumps(pattern, sort_keys=True))]),
+                    filters=[pipes.CfnPipe.FilterProperty(pattern=json.dumps(pattern, sort_keys=True))]
+                ),
                 dynamo_db_stream_parameters=pipes.CfnPipe.PipeSourceDynamoDBStreamParametersProperty(
                     # From the oldest record the stream keeps: a pipe created after the first writes (or
                     # restarted) still relays them rather than skipping to "now".
                     starting_position="TRIM_HORIZON",
                     batch_size=1,  # one record, one event: a failure never re-sends a record's neighbours
                     maximum_retry_attempts=MAX_RETRY_ATTEMPTS,
-                    dead_letter_config=pipes.CfnPipe.DeadLetterConfigProperty(arn=self.dead_letters.queue_arn),
+                    dead_letter_config=pipes.CfnPipe.DeadLetterConfigProperty(
+                        arn=self.dead_letters.queue_arn
+                    ),
                 ),
             ),
             target=self.bus.event_bus_arn,
             target_parameters=pipes.CfnPipe.PipeTargetParametersProperty(
                 event_bridge_event_bus_parameters=pipes.CfnPipe.PipeTargetEventBridgeEventBusParametersProperty(
-                    source=names.EVENT_SOURCE, detail_type=detail_type),
+                    source=names.EVENT_SOURCE, detail_type=detail_type
+                ),
             ),
             description=f"Sentinel outbox relay: {detail_type} records of the state table's stream",
         )

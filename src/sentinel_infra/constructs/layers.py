@@ -18,7 +18,8 @@ class Layers(Construct):
 
     def _layer(self, construct_id: str, package: Package, what: str) -> lambda_.LayerVersion:
         return lambda_.LayerVersion(
-            self, construct_id,
+            self,
+            construct_id,
             code=lambda_.Code.from_asset(str(package_path(package))),
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],

@@ -14,7 +14,9 @@ from sentinel_infra import runtime
 from sentinel_service import names
 
 RUNTIME = getattr(lambda_.Runtime, "PYTHON_" + runtime.PYTHON_VERSION.replace(".", "_"))
-ARCHITECTURE = lambda_.Architecture.ARM_64 if runtime.LAMBDA_ARCHITECTURE == "arm64" else lambda_.Architecture.X86_64
+ARCHITECTURE = (
+    lambda_.Architecture.ARM_64 if runtime.LAMBDA_ARCHITECTURE == "arm64" else lambda_.Architecture.X86_64
+)
 
 # API Gateway abandons an HTTP API integration after 30 s and answers 503 itself; every function must answer
 # (even if only with its own 503 problem) well before that.
@@ -39,23 +41,38 @@ class ServiceFunction(Construct):
     (no managed policy: only its log group, X-Ray, and what the stack grants it), a log group with a retention
     period, JSON logs, active tracing, and a `live` alias on the version published for this deployment."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, name: str, code: lambda_.Code,
-                 layers: Sequence[lambda_.ILayerVersion], environment: Mapping[str, str],
-                 log_retention: logs.RetentionDays, description: str,
-                 reserved_concurrency: int | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name: str,
+        code: lambda_.Code,
+        layers: Sequence[lambda_.ILayerVersion],
+        environment: Mapping[str, str],
+        log_retention: logs.RetentionDays,
+        description: str,
+        reserved_concurrency: int | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.name = name
         self.timeout = Duration.seconds(timeout_seconds(name))
         if timeout_seconds(name) >= API_GATEWAY_LIMIT_SECONDS:
-            raise ValueError(f"{name}: a timeout of {timeout_seconds(name)} s is not inside API Gateway's limit")
+            raise ValueError(
+                f"{name}: a timeout of {timeout_seconds(name)} s is not inside API Gateway's limit"
+            )
         self.role = iam.Role(
-            self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"Sentinel {name} function: its log group, X-Ray and the table actions it needs",
         )
-        self.log_group = logs.LogGroup(self, "Logs", retention=log_retention,
-                                       removal_policy=RemovalPolicy.RETAIN)
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=log_retention, removal_policy=RemovalPolicy.RETAIN
+        )
         self.function = lambda_.Function(
-            self, "Function",
+            self,
+            "Function",
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
             handler=f"sentinel_service.handlers.{name}.handler",
@@ -76,20 +93,29 @@ class ServiceFunction(Construct):
         self.log_group.grant_write(self.role)
         # A new version is published whenever code, layers or configuration change; the API only ever calls
         # this alias, so what answers is exactly what was deployed and a rollback is a pointer move.
-        self.alias = lambda_.Alias(self, "Live", alias_name=names.LIVE_ALIAS,
-                                   version=self.function.current_version)
-        cdk.Validations.of(self.role).acknowledge(cdk.Acknowledgment(
-            id="AwsSolutions-IAM5[Resource::*]",
-            reason="X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions "
-                   "(the service authorization reference lists only '*'); Lambda adds them for active "
-                   "tracing. Every data action of this role names its table or secret."))
-        cdk.Validations.of(self.function).acknowledge(cdk.Acknowledgment(
-            id="AwsSolutions-L1",
-            reason=f"Python {runtime.PYTHON_VERSION} is chosen, not stale: the deps layer holds compiled cp"
-                   f"{runtime.PYTHON_VERSION.replace('.', '')} wheels (pydantic-core, PyYAML) pinned by hash in "
-                   "infra/deps-layer.txt, so the runtime moves only together with a relock and a full test run "
-                   "(infra/runtime.py). Lambda supports this runtime with security patches until 2029."))
+        self.alias = lambda_.Alias(
+            self, "Live", alias_name=names.LIVE_ALIAS, version=self.function.current_version
+        )
+        cdk.Validations.of(self.role).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions "
+                "(the service authorization reference lists only '*'); Lambda adds them for active "
+                "tracing. Every data action of this role names its table or secret.",
+            )
+        )
+        cdk.Validations.of(self.function).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-L1",
+                reason=f"Python {runtime.PYTHON_VERSION} is chosen, not stale: the deps layer holds compiled cp"
+                f"{runtime.PYTHON_VERSION.replace('.', '')} wheels (pydantic-core, PyYAML) pinned by hash in "
+                "infra/deps-layer.txt, so the runtime moves only together with a relock and a full test run "
+                "(infra/runtime.py). Lambda supports this runtime with security patches until 2029.",
+            )
+        )
 
     def grant(self, actions: Sequence[str], resources: Sequence[str]) -> None:
         """Allow exactly these actions on exactly these resources (never a wildcard)."""
-        self.role.add_to_principal_policy(iam.PolicyStatement(actions=list(actions), resources=list(resources)))
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(actions), resources=list(resources))
+        )

@@ -13,7 +13,8 @@ _PROTECTED = {
     "billing_mode": dynamodb.BillingMode.PAY_PER_REQUEST,
     "encryption": dynamodb.TableEncryption.AWS_MANAGED,
     "point_in_time_recovery_specification": dynamodb.PointInTimeRecoverySpecification(
-        point_in_time_recovery_enabled=True),
+        point_in_time_recovery_enabled=True
+    ),
     "deletion_protection": True,
     "removal_policy": RemovalPolicy.RETAIN,
 }
@@ -26,14 +27,16 @@ class Tables(Construct):
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
         self.state = dynamodb.Table(
-            self, "State",
+            self,
+            "State",
             partition_key=dynamodb.Attribute(name=PK, type=dynamodb.AttributeType.STRING),
             sort_key=dynamodb.Attribute(name=SK, type=dynamodb.AttributeType.STRING),
             stream=dynamodb.StreamViewType(STATE_STREAM_VIEW),
             **_PROTECTED,
         )
         self.principals = dynamodb.Table(
-            self, "Principals",
+            self,
+            "Principals",
             partition_key=dynamodb.Attribute(name=PK, type=dynamodb.AttributeType.STRING),
             time_to_live_attribute=names.PRINCIPALS_TTL_ATTRIBUTE,
             **_PROTECTED,

@@ -22,12 +22,23 @@ def outcome(decision: dict[str, Any]) -> str:
 
 
 def emf_line(decision: dict[str, Any], recorded: bool, now_ms: int | None = None) -> str:
-    return json.dumps({
-        "_aws": {"Timestamp": now_ms if now_ms is not None else int(time.time() * 1000),
-                 "CloudWatchMetrics": [{"Namespace": NAMESPACE, "Dimensions": [[DIMENSION]],
-                                        "Metrics": [{"Name": METRIC, "Unit": "Count"}]}]},
-        DIMENSION: outcome(decision), METRIC: 1, "recorded": recorded,
-    })
+    return json.dumps(
+        {
+            "_aws": {
+                "Timestamp": now_ms if now_ms is not None else int(time.time() * 1000),
+                "CloudWatchMetrics": [
+                    {
+                        "Namespace": NAMESPACE,
+                        "Dimensions": [[DIMENSION]],
+                        "Metrics": [{"Name": METRIC, "Unit": "Count"}],
+                    }
+                ],
+            },
+            DIMENSION: outcome(decision),
+            METRIC: 1,
+            "recorded": recorded,
+        }
+    )
 
 
 def emit(decision: DecisionView, recorded: bool, runtime: str) -> None:

@@ -54,8 +54,15 @@ MAX_TRANSACTION_BYTES = 4_000_000
 _EVENT_RESERVED = frozenset({PK, SK, "fact", "fact_parts"})
 _HEAD_RESERVED = frozenset({PK, SK})
 _CONFLICT_REASONS = frozenset({"ConditionalCheckFailed", "TransactionConflict", "None"})
-_METHODS = {"Query": "query", "Scan": "scan", "GetItem": "get_item", "PutItem": "put_item",
-            "DeleteItem": "delete_item", "UpdateItem": "update_item", "TransactWriteItems": "transact_write_items"}
+_METHODS = {
+    "Query": "query",
+    "Scan": "scan",
+    "GetItem": "get_item",
+    "PutItem": "put_item",
+    "DeleteItem": "delete_item",
+    "UpdateItem": "update_item",
+    "TransactWriteItems": "transact_write_items",
+}
 
 
 def partition(ref: StreamRef) -> str:
@@ -143,7 +150,9 @@ def _item_bytes(item: dict[str, Any]) -> int:
 class DynamoStateStore:
     """StateStore on one DynamoDB table. `calls` counts the operations issued, page by page."""
 
-    def __init__(self, client: Any, table_name: str, page_budget: int = 50, page_size: int | None = None) -> None:
+    def __init__(
+        self, client: Any, table_name: str, page_budget: int = 50, page_size: int | None = None
+    ) -> None:
         if page_budget < 1:
             raise ValueError("page_budget must be at least 1")
         if page_size is not None and page_size < 1:
@@ -184,8 +193,11 @@ class DynamoStateStore:
         kwargs: dict[str, Any] = {
             "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :lo AND :hi",
             "ExpressionAttributeNames": {"#pk": PK, "#sk": SK},
-            "ExpressionAttributeValues": {":pk": {"S": partition(ref)}, ":lo": {"S": EVENT_PREFIX},
-                                          ":hi": {"S": HEAD_SK}},
+            "ExpressionAttributeValues": {
+                ":pk": {"S": partition(ref)},
+                ":lo": {"S": EVENT_PREFIX},
+                ":hi": {"S": HEAD_SK},
+            },
             "ConsistentRead": True,
         }
         if self.page_size is not None:
@@ -221,7 +233,7 @@ class DynamoStateStore:
                 continue
             if not sk.startswith(EVENT_PREFIX):
                 continue
-            seq_text, _, part = sk[len(EVENT_PREFIX):].partition("#")
+            seq_text, _, part = sk[len(EVENT_PREFIX) :].partition("#")
             try:
                 seq = int(seq_text)
             except ValueError:
@@ -240,7 +252,9 @@ class DynamoStateStore:
             if len(parts) < wanted[seq] and not complete and events and seq == events[-1][0]:
                 events.pop()  # the page budget cut this event's fact: leave the event unread, like the rest
                 continue
-            facts[seq] = "".join(parts)  # a missing part fails the payload digest: STATE_TAMPERED, never a pass
+            facts[seq] = "".join(
+                parts
+            )  # a missing part fails the payload digest: STATE_TAMPERED, never a pass
         return Stream(ref, [event for _seq, event in events], facts, head, complete=complete, pages=pages)
 
     def append(self, a: Append) -> None:
@@ -255,19 +269,33 @@ class DynamoStateStore:
             raise ValueError("event or head uses a reserved attribute name")
         items: list[dict[str, Any]] = [self._head_put(pk, a)]
         parts = split_fact(a.fact_text)
-        event_item = {PK: {"S": pk}, SK: {"S": event_sk(seq)},
-                      **{k: _to_attr(v) for k, v in a.event.items()},
-                      "fact": {"S": parts[0]}, "fact_parts": {"N": str(len(parts))}}
+        event_item = {
+            PK: {"S": pk},
+            SK: {"S": event_sk(seq)},
+            **{k: _to_attr(v) for k, v in a.event.items()},
+            "fact": {"S": parts[0]},
+            "fact_parts": {"N": str(len(parts))},
+        }
         items.append(self._put_new(event_item))
         for number, chunk in enumerate(parts[1:], start=1):
-            items.append(self._put_new({PK: {"S": pk}, SK: {"S": event_sk(seq, number)}, "fact": {"S": chunk}}))
+            items.append(
+                self._put_new({PK: {"S": pk}, SK: {"S": event_sk(seq, number)}, "fact": {"S": chunk}})
+            )
         for index, entry in enumerate(a.outbox):
             outbox_id = str(entry.get("outbox_id") or f"{seq:010d}-{index}")
-            items.append(self._put_new({
-                PK: {"S": pk}, SK: {"S": OUTBOX_PREFIX + outbox_id},
-                "item": {"S": json.dumps(entry, sort_keys=True, separators=(",", ":"))},
-                "outbox_kind": {"S": str(entry.get("kind", ""))}, "outbox_pending": {"S": "1"},
-                "seq": {"N": str(seq)}, "recorded_at": {"S": str(a.event.get("at", ""))}}))
+            items.append(
+                self._put_new(
+                    {
+                        PK: {"S": pk},
+                        SK: {"S": OUTBOX_PREFIX + outbox_id},
+                        "item": {"S": json.dumps(entry, sort_keys=True, separators=(",", ":"))},
+                        "outbox_kind": {"S": str(entry.get("kind", ""))},
+                        "outbox_pending": {"S": "1"},
+                        "seq": {"N": str(seq)},
+                        "recorded_at": {"S": str(a.event.get("at", ""))},
+                    }
+                )
+            )
         if a.idempotency is not None:
             items.append(self._idempotency_complete(a.idempotency))
         claim_index = None
@@ -276,32 +304,47 @@ class DynamoStateStore:
             items.append(self._claim_put(a))
         if a.require_project_seq is not None:
             # The project's configuration (its allow-list) must be the one the write was judged against.
-            items.append({"ConditionCheck": {
-                "TableName": self.table_name,
-                "Key": {PK: {"S": partition(StreamRef(a.ref.project))}, SK: {"S": HEAD_SK}},
-                "ConditionExpression": "#seq = :project_seq", "ExpressionAttributeNames": {"#seq": "seq"},
-                "ExpressionAttributeValues": {":project_seq": {"N": str(a.require_project_seq)}}}})
+            items.append(
+                {
+                    "ConditionCheck": {
+                        "TableName": self.table_name,
+                        "Key": {PK: {"S": partition(StreamRef(a.ref.project))}, SK: {"S": HEAD_SK}},
+                        "ConditionExpression": "#seq = :project_seq",
+                        "ExpressionAttributeNames": {"#seq": "seq"},
+                        "ExpressionAttributeValues": {":project_seq": {"N": str(a.require_project_seq)}},
+                    }
+                }
+            )
         keys = [(op["Put"]["Item"][PK]["S"], op["Put"]["Item"][SK]["S"]) for op in items if "Put" in op]
         if len(set(keys)) != len(keys):
             raise ValueError("the append writes one item twice (a repeated outbox id?)")
         if len(items) > MAX_TRANSACTION_ITEMS:
-            raise ValueError(f"the append needs {len(items)} items; a transaction holds at most "
-                             f"{MAX_TRANSACTION_ITEMS}")
+            raise ValueError(
+                f"the append needs {len(items)} items; a transaction holds at most {MAX_TRANSACTION_ITEMS}"
+            )
         size = sum(_item_bytes(item) for item in items)
         if size > MAX_TRANSACTION_BYTES:
             raise ValueError(f"the append needs about {size} bytes; a transaction holds at most 4 MB")
         # The same token for the same write: a retry by botocore after a lost response succeeds instead of
         # failing its own conditions (DynamoDB keeps tokens for 10 minutes).
-        token = hashlib.sha256(json.dumps(items, sort_keys=True, default=lambda b: base64.b64encode(b).decode())
-                               .encode()).hexdigest()[:36]
+        token = hashlib.sha256(
+            json.dumps(items, sort_keys=True, default=lambda b: base64.b64encode(b).decode()).encode()
+        ).hexdigest()[:36]
         try:
-            self._call("TransactWriteItems", expected=("TransactionCanceledException",), TransactItems=items,
-                       ClientRequestToken=token)
+            self._call(
+                "TransactWriteItems",
+                expected=("TransactionCanceledException",),
+                TransactItems=items,
+                ClientRequestToken=token,
+            )
         except ClientError as error:
             cancelled = error.response.get("CancellationReasons", [])
             reasons = [r.get("Code", "None") for r in cancelled]
-            if claim_index is not None and len(reasons) > claim_index \
-                    and reasons[claim_index] == "ConditionalCheckFailed":
+            if (
+                claim_index is not None
+                and len(reasons) > claim_index
+                and reasons[claim_index] == "ConditionalCheckFailed"
+            ):
                 assert a.claim is not None
                 old = cancelled[claim_index].get("Item", {})  # ALL_OLD: the claim that won
                 raise self._claim_taken(a.ref.project, a.claim[0], _s(old, "candidate_id")) from error
@@ -310,9 +353,14 @@ class DynamoStateStore:
             raise StoreUnavailable(f"TransactWriteItems cancelled: {reasons or _code(error)}") from error
 
     def _put_new(self, item: dict[str, Any]) -> dict[str, Any]:
-        return {"Put": {"TableName": self.table_name, "Item": item,
-                        "ConditionExpression": "attribute_not_exists(#pk)",
-                        "ExpressionAttributeNames": {"#pk": PK}}}
+        return {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": item,
+                "ConditionExpression": "attribute_not_exists(#pk)",
+                "ExpressionAttributeNames": {"#pk": PK},
+            }
+        }
 
     def _head_put(self, pk: str, a: Append) -> dict[str, Any]:
         names: dict[str, str] = {}
@@ -346,10 +394,15 @@ class DynamoStateStore:
         assert a.claim is not None
         key, candidate_id = a.claim
         fact = json.loads(a.fact_text)
-        item = {PK: {"S": partition(StreamRef(a.ref.project))}, SK: {"S": CLAIM_PREFIX + key},
-                "candidate_id": {"S": candidate_id}, "subject": {"S": str(fact["subject"])},
-                "revision": {"S": str(fact["revision"])}, "environment": {"S": str(fact["environment"])},
-                "recorded_at": {"S": str(fact.get("recorded_at") or a.event.get("at", ""))}}
+        item = {
+            PK: {"S": partition(StreamRef(a.ref.project))},
+            SK: {"S": CLAIM_PREFIX + key},
+            "candidate_id": {"S": candidate_id},
+            "subject": {"S": str(fact["subject"])},
+            "revision": {"S": str(fact["revision"])},
+            "environment": {"S": str(fact["environment"])},
+            "recorded_at": {"S": str(fact.get("recorded_at") or a.event.get("at", ""))},
+        }
         put = self._put_new(item)
         put["Put"]["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         return put
@@ -368,7 +421,9 @@ class DynamoStateStore:
         item = self._get(partition(StreamRef(project)), CLAIM_PREFIX + key)
         return _s(item, "candidate_id") or None if item else None
 
-    def list_claims(self, project: str, limit: int, cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
+    def list_claims(
+        self, project: str, limit: int, cursor: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
         pk = partition(StreamRef(project))
         limit = max(1, limit)
         kwargs: dict[str, Any] = {
@@ -381,27 +436,38 @@ class DynamoStateStore:
         if cursor:
             kwargs["ExclusiveStartKey"] = _decode_claim_cursor(cursor, pk)
         items = self._call("Query", **kwargs).get("Items", [])
-        rows = [{"candidate_id": _s(i, "candidate_id"), "subject": _s(i, "subject"),
-                 "revision": _s(i, "revision"), "environment": _s(i, "environment"),
-                 "created_at": _s(i, "recorded_at")} for i in items[:limit]]
+        rows = [
+            {
+                "candidate_id": _s(i, "candidate_id"),
+                "subject": _s(i, "subject"),
+                "revision": _s(i, "revision"),
+                "environment": _s(i, "environment"),
+                "created_at": _s(i, "recorded_at"),
+            }
+            for i in items[:limit]
+        ]
         next_cursor = None
         if len(items) > limit:
             last = items[limit - 1]
             next_cursor = base64.urlsafe_b64encode(
-                json.dumps({PK: last[PK], SK: last[SK]}, sort_keys=True).encode()).decode()
+                json.dumps({PK: last[PK], SK: last[SK]}, sort_keys=True).encode()
+            ).decode()
         return rows, next_cursor
 
     # ---- idempotency ------------------------------------------------------------------------------------
 
     def _idempotency_item(self, record: IdempotencyRecord, status: str) -> dict[str, Any]:
         item: dict[str, Any] = {
-            PK: {"S": partition(record.ref)}, SK: {"S": idempotency_sk(record.scope, record.key)},
+            PK: {"S": partition(record.ref)},
+            SK: {"S": idempotency_sk(record.scope, record.key)},
             "scope": {"S": record.scope},
             "key_sha256": {"S": hashlib.sha256(record.key.encode()).hexdigest()},  # never the key itself
-            "caller": {"S": record.caller}, "request_hash": {"S": record.request_hash},
+            "caller": {"S": record.caller},
+            "request_hash": {"S": record.request_hash},
             "status": {"S": status},
             "response_status": {"N": str(REPLAY_STATUS if status == "completed" else 0)},
-            "claimed_at": {"S": record.claimed_at}, "lease_until": {"S": record.lease_until},
+            "claimed_at": {"S": record.claimed_at},
+            "lease_until": {"S": record.lease_until},
         }
         if record.response_body is not None:
             body = json.dumps(record.response_body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -417,15 +483,25 @@ class DynamoStateStore:
 
     def _idempotency_complete(self, record: IdempotencyRecord) -> dict[str, Any]:
         """Put the completed record, only over this caller's own in-progress claim."""
-        return {"Put": {
-            "TableName": self.table_name, "Item": self._idempotency_item(record, "completed"),
-            "ConditionExpression": "attribute_exists(#pk) AND #status = :ip AND #caller = :caller "
-                                   "AND #claimed_at = :claimed_at",
-            "ExpressionAttributeNames": {"#pk": PK, "#status": "status", "#caller": "caller",
-                                         "#claimed_at": "claimed_at"},
-            "ExpressionAttributeValues": {":ip": {"S": "in_progress"}, ":caller": {"S": record.caller},
-                                          ":claimed_at": {"S": record.claimed_at}},
-        }}
+        return {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": self._idempotency_item(record, "completed"),
+                "ConditionExpression": "attribute_exists(#pk) AND #status = :ip AND #caller = :caller "
+                "AND #claimed_at = :claimed_at",
+                "ExpressionAttributeNames": {
+                    "#pk": PK,
+                    "#status": "status",
+                    "#caller": "caller",
+                    "#claimed_at": "claimed_at",
+                },
+                "ExpressionAttributeValues": {
+                    ":ip": {"S": "in_progress"},
+                    ":caller": {"S": record.caller},
+                    ":claimed_at": {"S": record.claimed_at},
+                },
+            }
+        }
 
     def idempotency_get(self, ref: StreamRef, scope: str, key: str) -> IdempotencyRecord | None:
         item = self._get(partition(ref), idempotency_sk(scope, key))
@@ -439,21 +515,33 @@ class DynamoStateStore:
                 body = json.loads(item["response_body"]["S"])
         except (ValueError, zlib.error, binascii.Error, KeyError) as error:
             raise StoreUnavailable("a stored idempotency record cannot be read") from error
-        return IdempotencyRecord(ref=ref, scope=scope, key=key, caller=_s(item, "caller"),
-                                 request_hash=_s(item, "request_hash"), status=_s(item, "status"),
-                                 response_body=body,
-                                 claimed_at=_s(item, "claimed_at"), lease_until=_s(item, "lease_until"))
+        return IdempotencyRecord(
+            ref=ref,
+            scope=scope,
+            key=key,
+            caller=_s(item, "caller"),
+            request_hash=_s(item, "request_hash"),
+            status=_s(item, "status"),
+            response_body=body,
+            claimed_at=_s(item, "claimed_at"),
+            lease_until=_s(item, "lease_until"),
+        )
 
     def idempotency_begin(self, record: IdempotencyRecord) -> bool:
         """Claim the key when it is free or its in-progress lease has lapsed at record.claimed_at."""
         try:
-            self._call("PutItem", expected=("ConditionalCheckFailedException",),
-                       Item=self._idempotency_item(record, "in_progress"),
-                       ConditionExpression="attribute_not_exists(#pk) OR "
-                                           "(#status = :ip AND #lease_until <= :claimed_at)",
-                       ExpressionAttributeNames={"#pk": PK, "#status": "status", "#lease_until": "lease_until"},
-                       ExpressionAttributeValues={":ip": {"S": "in_progress"},
-                                                  ":claimed_at": {"S": record.claimed_at}})
+            self._call(
+                "PutItem",
+                expected=("ConditionalCheckFailedException",),
+                Item=self._idempotency_item(record, "in_progress"),
+                ConditionExpression="attribute_not_exists(#pk) OR "
+                "(#status = :ip AND #lease_until <= :claimed_at)",
+                ExpressionAttributeNames={"#pk": PK, "#status": "status", "#lease_until": "lease_until"},
+                ExpressionAttributeValues={
+                    ":ip": {"S": "in_progress"},
+                    ":claimed_at": {"S": record.claimed_at},
+                },
+            )
         except ClientError:
             return False
         return True
@@ -461,13 +549,22 @@ class DynamoStateStore:
     def idempotency_release(self, record: IdempotencyRecord) -> None:
         """Drop this caller's own in-progress claim; a completed record or another's claim stays."""
         try:
-            self._call("DeleteItem", expected=("ConditionalCheckFailedException",),
-                       Key={PK: {"S": partition(record.ref)}, SK: {"S": idempotency_sk(record.scope, record.key)}},
-                       ConditionExpression="#status = :ip AND #caller = :caller AND #claimed_at = :claimed_at",
-                       ExpressionAttributeNames={"#status": "status", "#caller": "caller",
-                                                 "#claimed_at": "claimed_at"},
-                       ExpressionAttributeValues={":ip": {"S": "in_progress"}, ":caller": {"S": record.caller},
-                                                  ":claimed_at": {"S": record.claimed_at}})
+            self._call(
+                "DeleteItem",
+                expected=("ConditionalCheckFailedException",),
+                Key={PK: {"S": partition(record.ref)}, SK: {"S": idempotency_sk(record.scope, record.key)}},
+                ConditionExpression="#status = :ip AND #caller = :caller AND #claimed_at = :claimed_at",
+                ExpressionAttributeNames={
+                    "#status": "status",
+                    "#caller": "caller",
+                    "#claimed_at": "claimed_at",
+                },
+                ExpressionAttributeValues={
+                    ":ip": {"S": "in_progress"},
+                    ":caller": {"S": record.caller},
+                    ":claimed_at": {"S": record.claimed_at},
+                },
+            )
         except ClientError:
             pass
 
@@ -486,34 +583,57 @@ class DynamoStateStore:
 
     def pending_outbox(self, limit: int = 100) -> list[dict[str, Any]]:
         """Outbox items not yet relayed: [{pk, sk, kind, item}], oldest chain position first per chain."""
-        items = self._scan(limit, FilterExpression="attribute_exists(#pending)",
-                           ExpressionAttributeNames={"#pending": "outbox_pending"})
-        return [{"pk": _s(i, PK), "sk": _s(i, SK), "kind": _s(i, "outbox_kind"),
-                 "item": json.loads(_s(i, "item", "{}"))}
-                for i in sorted(items, key=lambda i: (_s(i, PK), _n(i, "seq"), _s(i, SK)))]
+        items = self._scan(
+            limit,
+            FilterExpression="attribute_exists(#pending)",
+            ExpressionAttributeNames={"#pending": "outbox_pending"},
+        )
+        return [
+            {
+                "pk": _s(i, PK),
+                "sk": _s(i, SK),
+                "kind": _s(i, "outbox_kind"),
+                "item": json.loads(_s(i, "item", "{}")),
+            }
+            for i in sorted(items, key=lambda i: (_s(i, PK), _n(i, "seq"), _s(i, SK)))
+        ]
 
     def mark_relayed(self, pk: str, sk: str) -> bool:
         """Remove the pending flag; False when no such outbox item exists (nothing is created)."""
         try:
-            self._call("UpdateItem", expected=("ConditionalCheckFailedException",),
-                       Key={PK: {"S": pk}, SK: {"S": sk}}, UpdateExpression="REMOVE #pending",
-                       ConditionExpression="attribute_exists(#pk) AND begins_with(#sk, :outbox)",
-                       ExpressionAttributeNames={"#pending": "outbox_pending", "#pk": PK, "#sk": SK},
-                       ExpressionAttributeValues={":outbox": {"S": OUTBOX_PREFIX}})
+            self._call(
+                "UpdateItem",
+                expected=("ConditionalCheckFailedException",),
+                Key={PK: {"S": pk}, SK: {"S": sk}},
+                UpdateExpression="REMOVE #pending",
+                ConditionExpression="attribute_exists(#pk) AND begins_with(#sk, :outbox)",
+                ExpressionAttributeNames={"#pending": "outbox_pending", "#pk": PK, "#sk": SK},
+                ExpressionAttributeValues={":outbox": {"S": OUTBOX_PREFIX}},
+            )
         except ClientError:
             return False
         return True
 
     def chain_heads(self) -> list[dict[str, Any]]:
         """Every chain's head, for checkpoints: [{pk, project, candidate_id, seq, hash}]."""
-        items = self._scan(FilterExpression="#sk = :head", ExpressionAttributeNames={"#sk": SK},
-                           ExpressionAttributeValues={":head": {"S": HEAD_SK}})
+        items = self._scan(
+            FilterExpression="#sk = :head",
+            ExpressionAttributeNames={"#sk": SK},
+            ExpressionAttributeValues={":head": {"S": HEAD_SK}},
+        )
         heads = []
         for item in items:
             pk = _s(item, PK)
             project, _, candidate_id = pk[2:].partition("#C#")
-            heads.append({"pk": pk, "project": project, "candidate_id": candidate_id or None,
-                          "seq": _n(item, "seq"), "hash": _s(item, "hash") or None})
+            heads.append(
+                {
+                    "pk": pk,
+                    "project": project,
+                    "candidate_id": candidate_id or None,
+                    "seq": _n(item, "seq"),
+                    "hash": _s(item, "hash") or None,
+                }
+            )
         return sorted(heads, key=lambda h: h["pk"])
 
 
@@ -525,9 +645,15 @@ def _decode_claim_cursor(cursor: str, pk: str) -> dict[str, Any]:
     """Only a cursor this store issued for this project's claims is accepted."""
     try:
         key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        if not (isinstance(key, dict) and set(key) == {PK, SK} and key[PK] == {"S": pk}
-                and isinstance(key[SK], dict) and set(key[SK]) == {"S"} and isinstance(key[SK]["S"], str)
-                and key[SK]["S"].startswith(CLAIM_PREFIX)):
+        if not (
+            isinstance(key, dict)
+            and set(key) == {PK, SK}
+            and key[PK] == {"S": pk}
+            and isinstance(key[SK], dict)
+            and set(key[SK]) == {"S"}
+            and isinstance(key[SK]["S"], str)
+            and key[SK]["S"].startswith(CLAIM_PREFIX)
+        ):
             raise ValueError("foreign cursor")
         return key
     except Exception as error:  # any undecodable or foreign cursor is the caller's mistake

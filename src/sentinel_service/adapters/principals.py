@@ -511,7 +511,8 @@ def _check_roles(kind: str, roles: Mapping[str, Sequence[str]]) -> dict[str, lis
         for role in names:
             if role not in allowed:
                 raise PrincipalRefused(
-                    "ROLE_NOT_ALLOWED", f"a principal of kind {kind} may not hold role {role!r} (allowed: {sorted(allowed)})"
+                    "ROLE_NOT_ALLOWED",
+                    f"a principal of kind {kind} may not hold role {role!r} (allowed: {sorted(allowed)})",
                 )
         clean[project] = sorted(set(names))
     return clean

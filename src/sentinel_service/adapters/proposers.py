@@ -49,13 +49,23 @@ class ModelLimits:
 
     @classmethod
     def from_settings(cls, s: Settings) -> "ModelLimits":
-        return cls(connect_timeout_seconds=s.model_connect_timeout_seconds,
-                   read_timeout_seconds=s.model_read_timeout_seconds, max_attempts=s.model_max_attempts,
-                   budget_seconds=s.model_budget_seconds, max_output_tokens=s.model_max_output_tokens)
+        return cls(
+            connect_timeout_seconds=s.model_connect_timeout_seconds,
+            read_timeout_seconds=s.model_read_timeout_seconds,
+            max_attempts=s.model_max_attempts,
+            budget_seconds=s.model_budget_seconds,
+            max_output_tokens=s.model_max_output_tokens,
+        )
 
 
-def _bounded(call: Callable[[], Any], classify: Callable[[Exception], str], limits: ModelLimits, provider: str,
-             sleep: Callable[[float], None], monotonic: Callable[[], float]) -> Any:
+def _bounded(
+    call: Callable[[], Any],
+    classify: Callable[[Exception], str],
+    limits: ModelLimits,
+    provider: str,
+    sleep: Callable[[float], None],
+    monotonic: Callable[[], float],
+) -> Any:
     """Bounded retries inside one budget: a further attempt starts only when its worst case (backoff,
     connect, read) still ends before the deadline, so a proposal never outlives the gateway's answer."""
     deadline = monotonic() + limits.budget_seconds
@@ -73,10 +83,16 @@ def _bounded(call: Callable[[], Any], classify: Callable[[Exception], str], limi
             if code not in RETRYABLE or attempt >= limits.max_attempts or monotonic() + worst > deadline:
                 # Type names only: a provider's message may echo the request, and never carries anything
                 # an operator needs that the code does not say.
-                log.warning("model proposal failed: provider=%s code=%s error=%s attempts=%d", provider, code,
-                            type(error).__name__, attempt)
-                raise ProposalFailed(code, f"{provider}: {type(error).__name__} after {attempt} attempt(s)") \
-                    from None
+                log.warning(
+                    "model proposal failed: provider=%s code=%s error=%s attempts=%d",
+                    provider,
+                    code,
+                    type(error).__name__,
+                    attempt,
+                )
+                raise ProposalFailed(
+                    code, f"{provider}: {type(error).__name__} after {attempt} attempt(s)"
+                ) from None
             sleep(delay)
 
 
@@ -93,16 +109,20 @@ def _by_status(status: int) -> str:
 def _checked_prompt(request: dict[str, Any], limits: ModelLimits) -> tuple[str, str]:
     system, user = model_prompt(request)
     if len(user.encode("utf-8")) > limits.max_input_bytes:
-        raise ProposalFailed("MODEL_INPUT_TOO_LARGE", f"the request is {len(user.encode('utf-8'))} bytes; "
-                             f"at most {limits.max_input_bytes}")
+        raise ProposalFailed(
+            "MODEL_INPUT_TOO_LARGE",
+            f"the request is {len(user.encode('utf-8'))} bytes; at most {limits.max_input_bytes}",
+        )
     return system, user
 
 
 def plan_from_tool_calls(calls: list[tuple[Any, Any]], limits: ModelLimits) -> dict[str, Any]:
     """The input of the single plan tool call, as a JSON object no larger than a plan may be."""
     if len(calls) != 1 or calls[0][0] != PLAN_TOOL_NAME:
-        raise ProposalFailed("MODEL_OUTPUT_MALFORMED", f"expected one {PLAN_TOOL_NAME} call, got "
-                             f"{[name for name, _ in calls][:5]}")
+        raise ProposalFailed(
+            "MODEL_OUTPUT_MALFORMED",
+            f"expected one {PLAN_TOOL_NAME} call, got {[name for name, _ in calls][:5]}",
+        )
     value = calls[0][1]
     if isinstance(value, str):  # OpenAI-style APIs, and some Bedrock models, hand the input over as JSON text
         if len(value.encode("utf-8")) > limits.max_output_bytes:
@@ -176,8 +196,12 @@ def bedrock_runtime_client(region: str, limits: ModelLimits, endpoint_url: str |
     import boto3
     from botocore.config import Config
 
-    config = Config(connect_timeout=limits.connect_timeout_seconds, read_timeout=limits.read_timeout_seconds,
-                    retries={"mode": "standard", "total_max_attempts": 1}, user_agent_extra="sentinel-proposals")
+    config = Config(
+        connect_timeout=limits.connect_timeout_seconds,
+        read_timeout=limits.read_timeout_seconds,
+        retries={"mode": "standard", "total_max_attempts": 1},
+        user_agent_extra="sentinel-proposals",
+    )
     return boto3.client("bedrock-runtime", region_name=region, endpoint_url=endpoint_url, config=config)
 
 
@@ -186,14 +210,22 @@ class BedrockProposer:
 
     provider = "bedrock"
 
-    def __init__(self, model_id: str, client_factory: Callable[[], Any], limits: ModelLimits | None = None, *,
-                 sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic
-                 ) -> None:
+    def __init__(
+        self,
+        model_id: str,
+        client_factory: Callable[[], Any],
+        limits: ModelLimits | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.model_id = model_id
         self.limits = limits or ModelLimits()
         self._factory = client_factory
         self._built: Any = None
-        self._lock = threading.Lock()  # boto3's default session is not safe to build clients from concurrently
+        self._lock = (
+            threading.Lock()
+        )  # boto3's default session is not safe to build clients from concurrently
         self._sleep = sleep
         self._monotonic = monotonic
 
@@ -211,29 +243,46 @@ class BedrockProposer:
             "messages": [{"role": "user", "content": [{"text": user}]}],
             "inferenceConfig": {"maxTokens": self.limits.max_output_tokens, "temperature": 0},
             "toolConfig": {
-                "tools": [{"toolSpec": {"name": PLAN_TOOL_NAME, "description": PLAN_TOOL_DESCRIPTION,
-                                        "inputSchema": {"json": plan_tool_schema()}}}],
+                "tools": [
+                    {
+                        "toolSpec": {
+                            "name": PLAN_TOOL_NAME,
+                            "description": PLAN_TOOL_DESCRIPTION,
+                            "inputSchema": {"json": plan_tool_schema()},
+                        }
+                    }
+                ],
                 "toolChoice": {"tool": {"name": PLAN_TOOL_NAME}},
             },
         }
 
     def propose(self, request: dict[str, Any]) -> dict[str, Any]:
         params = self.converse_params(request)
-        response = _bounded(lambda: self._client().converse(**params), bedrock_failure, self.limits,
-                            self.provider, self._sleep, self._monotonic)
+        response = _bounded(
+            lambda: self._client().converse(**params),
+            bedrock_failure,
+            self.limits,
+            self.provider,
+            self._sleep,
+            self._monotonic,
+        )
         stop = BEDROCK_STOPS.get(str(response.get("stopReason", "")))
         if stop:
             raise ProposalFailed(stop, f"stopReason {response.get('stopReason')}")
         try:
             content = response["output"]["message"]["content"]
-            calls = [(block["toolUse"]["name"], block["toolUse"].get("input")) for block in content
-                     if "toolUse" in block]
+            calls = [
+                (block["toolUse"]["name"], block["toolUse"].get("input"))
+                for block in content
+                if "toolUse" in block
+            ]
         except (KeyError, TypeError, AttributeError):
             raise ProposalFailed("MODEL_OUTPUT_MALFORMED", "the response carries no message") from None
         return plan_from_tool_calls(calls, self.limits)
 
 
 # ---- OpenAI-compatible chat completions (standard library only) ----------------------------------------
+
 
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
     """A redirect would carry the key to another address: it is answered as the 3xx it is."""
@@ -276,10 +325,17 @@ class OpenAICompatibleProposer:
 
     provider = "openai"
 
-    def __init__(self, model_id: str, endpoint_url: str, api_key: Callable[[], str | None],
-                 limits: ModelLimits | None = None, *, opener: Any = None,
-                 sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic
-                 ) -> None:
+    def __init__(
+        self,
+        model_id: str,
+        endpoint_url: str,
+        api_key: Callable[[], str | None],
+        limits: ModelLimits | None = None,
+        *,
+        opener: Any = None,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.model_id = model_id
         self.endpoint_url = endpoint_url.rstrip("/")
         self.limits = limits or ModelLimits()
@@ -293,8 +349,16 @@ class OpenAICompatibleProposer:
         return {
             "model": self.model_id,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-            "tools": [{"type": "function", "function": {"name": PLAN_TOOL_NAME, "description": PLAN_TOOL_DESCRIPTION,
-                                                        "parameters": plan_tool_schema()}}],
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": PLAN_TOOL_NAME,
+                        "description": PLAN_TOOL_DESCRIPTION,
+                        "parameters": plan_tool_schema(),
+                    },
+                }
+            ],
             "tool_choice": {"type": "function", "function": {"name": PLAN_TOOL_NAME}},
             "max_tokens": self.limits.max_output_tokens,
             "temperature": 0,
@@ -305,17 +369,32 @@ class OpenAICompatibleProposer:
         if not key:
             raise ProposalFailed("MODEL_NOT_CONFIGURED", "the key variable named by the settings is empty")
         if not safe_endpoint(self.endpoint_url):
-            raise ProposalFailed("MODEL_NOT_CONFIGURED", "the endpoint must be https (or loopback) without "
-                                 "credentials in the URL")
+            raise ProposalFailed(
+                "MODEL_NOT_CONFIGURED",
+                "the endpoint must be https (or loopback) without credentials in the URL",
+            )
         body = json.dumps(self.chat_body(request)).encode("utf-8")
-        raw = _bounded(lambda: self._post(body, key), openai_failure, self.limits, self.provider, self._sleep,
-                       self._monotonic)
+        raw = _bounded(
+            lambda: self._post(body, key),
+            openai_failure,
+            self.limits,
+            self.provider,
+            self._sleep,
+            self._monotonic,
+        )
         return self._plan(raw)
 
     def _post(self, body: bytes, key: str) -> bytes:
-        req = urllib.request.Request(f"{self.endpoint_url}/chat/completions", data=body, method="POST",
-                                     headers={"Content-Type": "application/json", "Accept": "application/json",
-                                              "Authorization": f"Bearer {key}"})
+        req = urllib.request.Request(
+            f"{self.endpoint_url}/chat/completions",
+            data=body,
+            method="POST",
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                "Authorization": f"Bearer {key}",
+            },
+        )
         # The arguments arrive as an escaped JSON string inside the envelope: room for that, and no more.
         cap = 2 * self.limits.max_output_bytes + 64 * 1024
         with self._opener.open(req, timeout=self.limits.read_timeout_seconds) as response:

@@ -11,8 +11,14 @@ from botocore.exceptions import ClientError
 
 from sentinel_service.names import PK, SK, STATE_STREAM_VIEW
 
-__all__ = ["PK", "SK", "STATE_STREAM_VIEW", "ensure_tables", "principals_table_definition",
-           "state_table_definition"]
+__all__ = [
+    "PK",
+    "SK",
+    "STATE_STREAM_VIEW",
+    "ensure_tables",
+    "principals_table_definition",
+    "state_table_definition",
+]
 
 
 def state_table_definition(name: str) -> dict[str, Any]:

@@ -84,8 +84,9 @@ Limit = Annotated[int, Query(ge=1, le=500, description="page size, at most 500")
 Cursor = Annotated[str | None, Query(description="opaque cursor from next_cursor")]
 
 
-def respond(operation: str, outcome: AnswerT, *, etag: str | None = None, status: int | None = None
-            ) -> Response[AnswerT]:
+def respond(
+    operation: str, outcome: AnswerT, *, etag: str | None = None, status: int | None = None
+) -> Response[AnswerT]:
     """The outcome as the route answers it: the route's status (unless the outcome says otherwise), its ETag,
     and, for a replay, `Idempotent-Replay: true` and nothing else (the first answer's status and body)."""
     headers: dict[str, str] = {}
@@ -93,8 +94,12 @@ def respond(operation: str, outcome: AnswerT, *, etag: str | None = None, status
         headers["Idempotent-Replay"] = "true"
     elif etag is not None:
         headers["ETag"] = f'"{etag}"'
-    return Response(status_code=status or STATUS[operation], content_type="application/json", body=outcome,
-                    headers=headers)
+    return Response(
+        status_code=status or STATUS[operation],
+        content_type="application/json",
+        body=outcome,
+        headers=headers,
+    )
 
 
 class Edge(BaseModel):
@@ -129,28 +134,43 @@ class Identity(Edge):
 
 # ---- anonymous ---------------------------------------------------------------------------------------
 
+
 def health(svc: Svc) -> Response[Health]:
     s = svc.settings
-    answer = Health(status="ok", service=s.service, version=s.version, runtime=s.runtime, region=s.region,
-                    model=ModelInfo(provider=s.model_provider, model_id=s.model_id), package_digest=s.package_digest)
+    answer = Health(
+        status="ok",
+        service=s.service,
+        version=s.version,
+        runtime=s.runtime,
+        region=s.region,
+        model=ModelInfo(provider=s.model_provider, model_id=s.model_id),
+        package_digest=s.package_digest,
+    )
     try:
         svc.gate.store.load(StreamRef("~health"))  # no project can have this id: a read that finds nothing
     except (StoreUnavailable, Exception):  # any store failure is a degraded service, never a crash
-        return Response(status_code=DEGRADED_STATUS, content_type="application/json",
-                        body=answer.model_copy(update={"status": "degraded"}),
-                        headers={"Retry-After": DEGRADED_RETRY_AFTER})
+        return Response(
+            status_code=DEGRADED_STATUS,
+            content_type="application/json",
+            body=answer.model_copy(update={"status": "degraded"}),
+            headers={"Retry-After": DEGRADED_RETRY_AFTER},
+        )
     return respond("health", answer)
 
 
 def whoami(call: Caller) -> Response[Identity]:
     me = call.actor(None)
-    return respond("whoami", Identity(principal_id=me.id, kind=me.kind, sponsor=me.sponsor, roles=call.roles_map()))
+    return respond(
+        "whoami", Identity(principal_id=me.id, kind=me.kind, sponsor=me.sponsor, roles=call.roles_map())
+    )
 
 
 # ---- project configuration, policies, audit ---------------------------------------------------------
 
-def put_config(project: str, body: Annotated[ProjectConfig, Body()], svc: Svc, call: Caller
-               ) -> Response[ConfigVersionStored]:
+
+def put_config(
+    project: str, body: Annotated[ProjectConfig, Body()], svc: Svc, call: Caller
+) -> Response[ConfigVersionStored]:
     stored = svc.gate.put_config(project, call.actor(project), body, call.header("if-match"))
     return respond("put_config", stored, etag=str(stored.version))
 
@@ -160,8 +180,9 @@ def get_config(project: str, svc: Svc, call: Caller) -> Response[ConfigVersion]:
     return respond("get_config", current, etag=str(current.version))
 
 
-def put_policy(project: str, policy_id: str, body: Annotated[Policy, Body()], svc: Svc, call: Caller
-               ) -> Response[PolicyVersionStored]:
+def put_policy(
+    project: str, policy_id: str, body: Annotated[Policy, Body()], svc: Svc, call: Caller
+) -> Response[PolicyVersionStored]:
     return respond("put_policy", svc.gate.put_policy(project, policy_id, call.actor(project), body))
 
 
@@ -169,36 +190,53 @@ def list_policies(project: str, svc: Svc, call: Caller) -> Response[PolicyList]:
     return respond("list_policies", svc.gate.list_policies(project, call.actor(project)))
 
 
-def get_policy(project: str, policy_id: str, svc: Svc, call: Caller,
-               version: Annotated[int | None, Query(ge=1)] = None) -> Response[PolicyVersion]:
+def get_policy(
+    project: str, policy_id: str, svc: Svc, call: Caller, version: Annotated[int | None, Query(ge=1)] = None
+) -> Response[PolicyVersion]:
     return respond("get_policy", svc.gate.get_policy(project, policy_id, call.actor(project), version))
 
 
-def project_audit(project: str, svc: Svc, call: Caller, limit: Limit = 100, cursor: Cursor = None
-                  ) -> Response[AuditPage]:
+def project_audit(
+    project: str, svc: Svc, call: Caller, limit: Limit = 100, cursor: Cursor = None
+) -> Response[AuditPage]:
     return respond("project_audit", svc.gate.audit(StreamRef(project), call.actor(project), limit, cursor))
 
 
 # ---- candidates ---------------------------------------------------------------------------------------
 
-def create_candidate(project: str, body: Annotated[CandidateRequest, Body()], svc: Svc, call: Caller
-                     ) -> Response[CandidateCreated]:
-    return respond("create_candidate", svc.gate.create_candidate(project, call.actor(project), body,
-                                                                 call.idempotency_key))
+
+def create_candidate(
+    project: str, body: Annotated[CandidateRequest, Body()], svc: Svc, call: Caller
+) -> Response[CandidateCreated]:
+    return respond(
+        "create_candidate",
+        svc.gate.create_candidate(project, call.actor(project), body, call.idempotency_key),
+    )
 
 
-def add_change_context(project: str, candidate_id: str, body: Annotated[ChangeContextRequest, Body()], svc: Svc,
-                       call: Caller) -> Response[ChangeContextAdded]:
-    return respond("add_change_context", svc.gate.add_change_context(project, candidate_id, call.actor(project),
-                                                                     body, call.idempotency_key))
+def add_change_context(
+    project: str, candidate_id: str, body: Annotated[ChangeContextRequest, Body()], svc: Svc, call: Caller
+) -> Response[ChangeContextAdded]:
+    return respond(
+        "add_change_context",
+        svc.gate.add_change_context(project, candidate_id, call.actor(project), body, call.idempotency_key),
+    )
 
 
-def find_candidates(project: str, svc: Svc, call: Caller, subject: Annotated[str | None, Query()] = None,
-                    revision: Annotated[str | None, Query()] = None,
-                    environment: Annotated[str | None, Query()] = None,
-                    limit: Limit = 100, cursor: Cursor = None) -> Response[CandidatePage]:
-    return respond("find_candidates", svc.gate.find_candidates(project, call.actor(project), subject, revision,
-                                                               environment, limit, cursor))
+def find_candidates(
+    project: str,
+    svc: Svc,
+    call: Caller,
+    subject: Annotated[str | None, Query()] = None,
+    revision: Annotated[str | None, Query()] = None,
+    environment: Annotated[str | None, Query()] = None,
+    limit: Limit = 100,
+    cursor: Cursor = None,
+) -> Response[CandidatePage]:
+    return respond(
+        "find_candidates",
+        svc.gate.find_candidates(project, call.actor(project), subject, revision, environment, limit, cursor),
+    )
 
 
 def get_candidate(project: str, candidate_id: str, svc: Svc, call: Caller) -> Response[CandidateView]:
@@ -206,22 +244,28 @@ def get_candidate(project: str, candidate_id: str, svc: Svc, call: Caller) -> Re
     return respond("get_candidate", view, etag=view.plan_digest)
 
 
-def candidate_audit(project: str, candidate_id: str, svc: Svc, call: Caller, limit: Limit = 100,
-                    cursor: Cursor = None) -> Response[AuditPage]:
-    return respond("candidate_audit", svc.gate.audit(StreamRef(project, candidate_id), call.actor(project), limit,
-                                                     cursor))
+def candidate_audit(
+    project: str, candidate_id: str, svc: Svc, call: Caller, limit: Limit = 100, cursor: Cursor = None
+) -> Response[AuditPage]:
+    return respond(
+        "candidate_audit",
+        svc.gate.audit(StreamRef(project, candidate_id), call.actor(project), limit, cursor),
+    )
 
 
 # ---- plans --------------------------------------------------------------------------------------------
 
+
 def propose(project: str, candidate_id: str, svc: Svc, call: Caller) -> Response[PlanProposed]:
-    stored = svc.gate.propose(project, candidate_id, call.actor(project), call.header("if-match"),
-                              call.idempotency_key)
+    stored = svc.gate.propose(
+        project, candidate_id, call.actor(project), call.header("if-match"), call.idempotency_key
+    )
     return respond("propose", stored, etag=stored.plan_digest)
 
 
-def put_plan(project: str, candidate_id: str, body: Annotated[dict[str, Any], Body()], svc: Svc,
-             call: Caller) -> Response[PlanStored]:
+def put_plan(
+    project: str, candidate_id: str, body: Annotated[dict[str, Any], Body()], svc: Svc, call: Caller
+) -> Response[PlanStored]:
     # The plan is judged by preflight, not by the route's validation: every problem is one finding.
     stored = svc.gate.put_plan(project, candidate_id, call.actor(project), body, call.header("if-match"))
     return respond("put_plan", stored, etag=stored.plan_digest)
@@ -229,47 +273,80 @@ def put_plan(project: str, candidate_id: str, body: Annotated[dict[str, Any], Bo
 
 # ---- reviews ------------------------------------------------------------------------------------------
 
-def review(project: str, candidate_id: str, body: Annotated[ReviewRequest, Body()], svc: Svc,
-           call: Caller) -> Response[ReviewRecorded]:
-    return respond("review", svc.gate.review(project, candidate_id, call.actor(project), body,
-                                             call.idempotency_key))
+
+def review(
+    project: str, candidate_id: str, body: Annotated[ReviewRequest, Body()], svc: Svc, call: Caller
+) -> Response[ReviewRecorded]:
+    return respond(
+        "review", svc.gate.review(project, candidate_id, call.actor(project), body, call.idempotency_key)
+    )
 
 
-def settle(project: str, candidate_id: str, task_id: str, body: Annotated[SettlementRequest, Body()], svc: Svc,
-           call: Caller) -> Response[TaskSettled]:
-    return respond("settle", svc.gate.settle(project, candidate_id, task_id, call.actor(project), body,
-                                             call.idempotency_key))
+def settle(
+    project: str,
+    candidate_id: str,
+    task_id: str,
+    body: Annotated[SettlementRequest, Body()],
+    svc: Svc,
+    call: Caller,
+) -> Response[TaskSettled]:
+    return respond(
+        "settle",
+        svc.gate.settle(project, candidate_id, task_id, call.actor(project), body, call.idempotency_key),
+    )
 
 
 # ---- actions, evidence, reports, decisions ------------------------------------------------------------
 
-def execute(project: str, candidate_id: str, action_id: str, body: Annotated[ExecutionRequest, Body()], svc: Svc,
-            call: Caller) -> Response[ActionExecuted]:
-    return respond("execute", svc.gate.execute(project, candidate_id, action_id, call.actor(project), body,
-                                               call.idempotency_key))
+
+def execute(
+    project: str,
+    candidate_id: str,
+    action_id: str,
+    body: Annotated[ExecutionRequest, Body()],
+    svc: Svc,
+    call: Caller,
+) -> Response[ActionExecuted]:
+    return respond(
+        "execute",
+        svc.gate.execute(project, candidate_id, action_id, call.actor(project), body, call.idempotency_key),
+    )
 
 
-def post_evidence(project: str, candidate_id: str, body: Annotated[EvidenceRequest, Body()], svc: Svc,
-                  call: Caller) -> Response[EvidenceRecorded]:
-    return respond("post_evidence", svc.gate.post_evidence(project, candidate_id, call.actor(project), body,
-                                                           call.idempotency_key))
+def post_evidence(
+    project: str, candidate_id: str, body: Annotated[EvidenceRequest, Body()], svc: Svc, call: Caller
+) -> Response[EvidenceRecorded]:
+    return respond(
+        "post_evidence",
+        svc.gate.post_evidence(project, candidate_id, call.actor(project), body, call.idempotency_key),
+    )
 
 
-def report(project: str, candidate_id: str, task_id: str, body: Annotated[ReportRequest, Body()], svc: Svc,
-           call: Caller) -> Response[ReportAttempt]:
-    return respond("report", svc.gate.report(project, candidate_id, task_id, call.actor(project), body,
-                                             call.idempotency_key))
+def report(
+    project: str,
+    candidate_id: str,
+    task_id: str,
+    body: Annotated[ReportRequest, Body()],
+    svc: Svc,
+    call: Caller,
+) -> Response[ReportAttempt]:
+    return respond(
+        "report",
+        svc.gate.report(project, candidate_id, task_id, call.actor(project), body, call.idempotency_key),
+    )
 
 
-def get_decision(project: str, candidate_id: str, svc: Svc, call: Caller,
-                 as_of: Annotated[str | None, Query()] = None) -> Response[DecisionView]:
+def get_decision(
+    project: str, candidate_id: str, svc: Svc, call: Caller, as_of: Annotated[str | None, Query()] = None
+) -> Response[DecisionView]:
     view = svc.gate.decision(project, candidate_id, call.actor(project), as_of)
     decision_metrics.emit(view, False, svc.settings.runtime)
     return respond("get_decision", view)
 
 
-def record_decision(project: str, candidate_id: str, svc: Svc, call: Caller
-                    ) -> Response[DecisionRecorded | DecisionNotRecorded]:
+def record_decision(
+    project: str, candidate_id: str, svc: Svc, call: Caller
+) -> Response[DecisionRecorded | DecisionNotRecorded]:
     outcome = svc.gate.record_decision(project, candidate_id, call.actor(project), call.idempotency_key)
     if isinstance(outcome, DecisionNotRecorded):
         decision_metrics.emit(outcome, False, svc.settings.runtime)
@@ -281,8 +358,29 @@ def record_decision(project: str, candidate_id: str, svc: Svc, call: Caller
 
 # Every operation of the route table but the OpenAPI document's own (openapi_document.openapi), by name.
 ENDPOINTS: dict[str, Callable[..., Response[Any]]] = {
-    f.__name__: f for f in (
-        health, whoami, put_config, get_config, put_policy, list_policies, get_policy, project_audit,
-        create_candidate, add_change_context, find_candidates, get_candidate, candidate_audit, propose, put_plan,
-        review, settle, execute, post_evidence, report, get_decision, record_decision)
+    f.__name__: f
+    for f in (
+        health,
+        whoami,
+        put_config,
+        get_config,
+        put_policy,
+        list_policies,
+        get_policy,
+        project_audit,
+        create_candidate,
+        add_change_context,
+        find_candidates,
+        get_candidate,
+        candidate_audit,
+        propose,
+        put_plan,
+        review,
+        settle,
+        execute,
+        post_evidence,
+        report,
+        get_decision,
+        record_decision,
+    )
 }

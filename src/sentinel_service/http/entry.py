@@ -18,8 +18,12 @@ Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 def _early_problem(status: int, code: str, title: str, detail: str) -> dict[str, Any]:
     """A refusal answered before the resolver runs (its own parsers would fail on what follows)."""
-    return {"statusCode": status, "headers": {"Content-Type": "application/problem+json"},
-            "body": json.dumps(problem_body(code, status, title, detail)), "isBase64Encoded": False}
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/problem+json"},
+        "body": json.dumps(problem_body(code, status, title, detail)),
+        "isBase64Encoded": False,
+    }
 
 
 def _unreadable_body(event: dict[str, Any], body: str) -> dict[str, Any] | None:
@@ -28,14 +32,16 @@ def _unreadable_body(event: dict[str, Any], body: str) -> dict[str, Any] | None:
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     media = headers.get("content-type", "").split(";")[0].strip().lower()
     if media and media != "application/json" and not media.endswith("+json"):
-        return _early_problem(415, "VALIDATION_FAILED", "The request is not valid",
-                              "send the body as application/json")
+        return _early_problem(
+            415, "VALIDATION_FAILED", "The request is not valid", "send the body as application/json"
+        )
     if event.get("isBase64Encoded"):
         try:
             base64.b64decode(body, validate=True).decode("utf-8")
         except ValueError:
-            return _early_problem(422, "VALIDATION_FAILED", "The request is not valid",
-                                  "the body is not UTF-8 JSON")
+            return _early_problem(
+                422, "VALIDATION_FAILED", "The request is not valid", "the body is not UTF-8 JSON"
+            )
     return None
 
 
@@ -49,8 +55,12 @@ def _decoded_size(body: str) -> int:
 def _too_large(route: Route | None, event: dict[str, Any], body: str) -> dict[str, Any] | None:
     size = _decoded_size(body) if event.get("isBase64Encoded") else len(body.encode("utf-8"))
     if route is not None and size > route.body_limit:
-        return _early_problem(413, "PAYLOAD_TOO_LARGE", "The body is too large",
-                              f"this route accepts at most {route.body_limit} bytes")
+        return _early_problem(
+            413,
+            "PAYLOAD_TOO_LARGE",
+            "The body is too large",
+            f"this route accepts at most {route.body_limit} bytes",
+        )
     return None
 
 
@@ -61,8 +71,9 @@ def lambda_handler(function: str, services: ServicesProvider) -> Handler:
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         body = event.get("body") or ""
-        route = route_for(event.get("requestContext", {}).get("http", {}).get("method", ""),
-                          event.get("rawPath", ""))
+        route = route_for(
+            event.get("requestContext", {}).get("http", {}).get("method", ""), event.get("rawPath", "")
+        )
         refusal = _too_large(route, event, body) or (_unreadable_body(event, body) if body else None)
         if refusal:
             return refusal

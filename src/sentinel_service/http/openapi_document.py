@@ -20,9 +20,11 @@ def openapi_document() -> dict[str, Any]:
     global _OPENAPI
     if _OPENAPI is None:
         _OPENAPI = build_resolver(None, {**ENDPOINTS, "openapi": openapi}).get_openapi_json_schema(
-            title="Sentinel", version="1.0.0",
+            title="Sentinel",
+            version="1.0.0",
             description="A fail-closed readiness gate for changes made by coding agents. Every route but "
-                        "/v1/health and /v1/openapi.json needs `Authorization: Bearer <token>`.")
+            "/v1/health and /v1/openapi.json needs `Authorization: Bearer <token>`.",
+        )
     doc: dict[str, Any] = _document(json.loads(_OPENAPI))
     return doc
 
@@ -31,18 +33,32 @@ PROBLEM_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "RFC 9457 problem document; `code` is stable (DOMAIN.md)",
     "required": ["type", "title", "status", "detail", "code"],
-    "properties": {"type": {"type": "string"}, "title": {"type": "string"}, "status": {"type": "integer"},
-                   "detail": {"type": "string"}, "code": {"type": "string"},
-                   "findings": {"type": "array", "items": {"type": "object"}}},
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "code": {"type": "string"},
+        "findings": {"type": "array", "items": {"type": "object"}},
+    },
 }
-GATEWAY_SCHEMA: dict[str, Any] = {"type": "object", "required": ["message"],
-                                  "properties": {"message": {"type": "string"}}}
+GATEWAY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["message"],
+    "properties": {"message": {"type": "string"}},
+}
 REFUSAL_DESCRIPTIONS = {
-    400: "IDEMPOTENCY_KEY_REQUIRED", 403: "FORBIDDEN_ROLE and the reviewer/action refusals",
-    404: "NOT_FOUND: no such object, or no role in the project", 409: "conflicts (digest, idempotency, task, "
-    "candidate exists, actions)", 412: "VERSION_CONFLICT: If-Match is stale", 413: "PAYLOAD_TOO_LARGE",
-    415: "VALIDATION_FAILED: the body is not JSON", 422: "VALIDATION_FAILED and the other 422 codes",
-    428: "VERSION_CONFLICT: If-Match is required", 429: "RATE_LIMITED", 503: "STATE_UNAVAILABLE",
+    400: "IDEMPOTENCY_KEY_REQUIRED",
+    403: "FORBIDDEN_ROLE and the reviewer/action refusals",
+    404: "NOT_FOUND: no such object, or no role in the project",
+    409: "conflicts (digest, idempotency, task, candidate exists, actions)",
+    412: "VERSION_CONFLICT: If-Match is stale",
+    413: "PAYLOAD_TOO_LARGE",
+    415: "VALIDATION_FAILED: the body is not JSON",
+    422: "VALIDATION_FAILED and the other 422 codes",
+    428: "VERSION_CONFLICT: If-Match is required",
+    429: "RATE_LIMITED",
+    503: "STATE_UNAVAILABLE",
 }
 
 
@@ -82,8 +98,9 @@ def _document(doc: dict[str, Any]) -> dict[str, Any]:
     schemas.pop("ValidationError", None)
     schemas["Problem"] = PROBLEM_SCHEMA
     schemas["GatewayMessage"] = GATEWAY_SCHEMA
-    doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer",
-                                                        "description": "snt_ token, checked by the authorizer"}}
+    doc["components"]["securitySchemes"] = {
+        "bearer": {"type": "http", "scheme": "bearer", "description": "snt_ token, checked by the authorizer"}
+    }
     problem = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
     gateway = {"application/json": {"schema": {"$ref": "#/components/schemas/GatewayMessage"}}}
     for route in ROUTES:
@@ -93,35 +110,61 @@ def _document(doc: dict[str, Any]) -> dict[str, Any]:
         responses: dict[str, Any] = {str(route.status): success}
         if route.path.endswith("/decisions"):
             success["content"] = _json(_ref(DecisionRecorded.__name__))
-            responses["200"] = {"description": "hold with STATE_UNAVAILABLE: nothing was recorded",
-                                "content": _json(_ref(DecisionNotRecorded.__name__))}
+            responses["200"] = {
+                "description": "hold with STATE_UNAVAILABLE: nothing was recorded",
+                "content": _json(_ref(DecisionNotRecorded.__name__)),
+            }
         for status in _statuses(route):
             responses[str(status)] = {"description": REFUSAL_DESCRIPTIONS[status], "content": problem}
         if route.path == "/v1/health":
-            responses["503"] = {"description": "degraded: the store cannot be reached", "content": _json(schema)}
+            responses["503"] = {
+                "description": "degraded: the store cannot be reached",
+                "content": _json(schema),
+            }
         if not route.public:
-            responses["401"] = {"description": "no Authorization header (answered by the gateway)",
-                                "content": gateway}
-            responses["403"] = {"description": "a refused token (answered by the gateway), or "
-                                "FORBIDDEN_ROLE and the other 403 codes", "content": {**gateway, **problem}}
+            responses["401"] = {
+                "description": "no Authorization header (answered by the gateway)",
+                "content": gateway,
+            }
+            responses["403"] = {
+                "description": "a refused token (answered by the gateway), or "
+                "FORBIDDEN_ROLE and the other 403 codes",
+                "content": {**gateway, **problem},
+            }
             operation["security"] = [{"bearer": []}]
         else:
             operation["security"] = []
         operation["responses"] = responses
         headers = []
         if route.method == "POST":
-            headers.append({"name": "Idempotency-Key", "in": "header", "required": route.path.endswith("/executions"),
-                            "schema": {"type": "string", "minLength": 1, "maxLength": 255},
-                            "description": "replays the first success of the same request; see DOMAIN.md rule 17"})
+            headers.append(
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": route.path.endswith("/executions"),
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+                    "description": "replays the first success of the same request; see DOMAIN.md rule 17",
+                }
+            )
         if route.path.endswith(("/plan", "/config", "/proposals")):
-            headers.append({"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"},
-                            "description": "the current ETag; required to replace an existing version"})
+            headers.append(
+                {
+                    "name": "If-Match",
+                    "in": "header",
+                    "required": False,
+                    "schema": {"type": "string"},
+                    "description": "the current ETag; required to replace an existing version",
+                }
+            )
         if headers:
             operation["parameters"] = [*operation.get("parameters", []), *headers]
     plan = Plan.model_json_schema(ref_template="#/components/schemas/{model}")
     schemas.update(plan.pop("$defs", {}))
     schemas["Plan"] = plan
-    for stored in (PlanStored.__name__, PlanProposed.__name__):  # the normalised plan: exactly what was approved
+    for stored in (
+        PlanStored.__name__,
+        PlanProposed.__name__,
+    ):  # the normalised plan: exactly what was approved
         schemas[stored]["properties"]["plan"] = _ref("Plan")
     put_plan = doc["paths"][C + "/plan"]["put"]["requestBody"]["content"]["application/json"]
     put_plan["schema"] = {"$ref": "#/components/schemas/Plan"}

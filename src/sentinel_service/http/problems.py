@@ -91,10 +91,21 @@ def refusal_headers(refusal: Refusal) -> dict[str, str]:
     return {"Retry-After": RETRY_AFTER[refusal.code]} if refusal.code in RETRY_AFTER else {}
 
 
-def problem_body(code: str, status: int, title: str, detail: str, findings: list[dict[str, Any]] | None = None,
-                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"type": PROBLEM_TYPE + code.lower().replace("_", "-"), "title": title,
-                            "status": status, "detail": detail, "code": code}
+def problem_body(
+    code: str,
+    status: int,
+    title: str,
+    detail: str,
+    findings: list[dict[str, Any]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "type": PROBLEM_TYPE + code.lower().replace("_", "-"),
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "code": code,
+    }
     if findings:
         body["findings"] = findings
     body.update(extra or {})
@@ -103,6 +114,12 @@ def problem_body(code: str, status: int, title: str, detail: str, findings: list
 
 def problem_response(refusal: Refusal) -> Response[Any]:
     status = refusal_status(refusal)
-    body = problem_body(refusal.code, status, TITLES[refusal.code], refusal.detail, refusal.findings, refusal.extra)
-    return Response(status_code=status, content_type="application/problem+json",
-                    body=json.dumps(body, ensure_ascii=False), headers=refusal_headers(refusal))
+    body = problem_body(
+        refusal.code, status, TITLES[refusal.code], refusal.detail, refusal.findings, refusal.extra
+    )
+    return Response(
+        status_code=status,
+        content_type="application/problem+json",
+        body=json.dumps(body, ensure_ascii=False),
+        headers=refusal_headers(refusal),
+    )

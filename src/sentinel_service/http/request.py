@@ -32,8 +32,12 @@ class Call:
         if isinstance(roles_map, str):
             roles_map = json.loads(roles_map)
         roles = tuple(roles_map.get(project, ())) if project else ()
-        return Actor(id=str(ctx.get("principal_id", "")), kind=ctx.get("kind", "agent"),
-                     sponsor=ctx.get("sponsor") or None, roles=roles)
+        return Actor(
+            id=str(ctx.get("principal_id", "")),
+            kind=ctx.get("kind", "agent"),
+            sponsor=ctx.get("sponsor") or None,
+            roles=roles,
+        )
 
     def roles_map(self) -> dict[str, list[str]]:
         roles = (self.authorizer or {}).get("roles") or "{}"

@@ -23,18 +23,25 @@ Endpoints = Mapping[str, Callable[..., Any]]
 SERIALIZE = functools.partial(json.dumps, ensure_ascii=False)
 
 
-def _problem(status: int, code: str, title: str, detail: str, findings: list[dict[str, Any]] | None = None
-             ) -> Response[str]:
-    return Response(status_code=status, content_type="application/problem+json",
-                    body=json.dumps(problem_body(code, status, title, detail, findings), ensure_ascii=False))
+def _problem(
+    status: int, code: str, title: str, detail: str, findings: list[dict[str, Any]] | None = None
+) -> Response[str]:
+    return Response(
+        status_code=status,
+        content_type="application/problem+json",
+        body=json.dumps(problem_body(code, status, title, detail, findings), ensure_ascii=False),
+    )
 
 
 def _validation_findings(error: RequestValidationError) -> list[dict[str, Any]]:
     out = []
     for e in error.errors():
         loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "(body)"
-        msg = "unknown field (identity comes only from your credential)" if e.get("type") == "extra_forbidden" \
+        msg = (
+            "unknown field (identity comes only from your credential)"
+            if e.get("type") == "extra_forbidden"
             else e.get("msg", "invalid")
+        )
         out.append({"code": "VALIDATION_FAILED", "detail": f"{loc}: {msg}"})
     return out
 
@@ -60,20 +67,35 @@ def build_resolver(function: str | None, endpoints: Endpoints) -> APIGatewayHttp
             # Preflight's first stage: a plan that is not a JSON object is a schema finding, nothing stored.
             for f in findings:
                 f["code"] = "PLAN_SCHEMA_INVALID"
-            return _problem(422, "PLAN_PREFLIGHT_FAILED", "The plan failed preflight",
-                            "the plan is not a JSON object; nothing was stored", findings)
-        return _problem(422, "VALIDATION_FAILED", "The request is not valid",
-                        "; ".join(f["detail"] for f in findings[:5]), findings)
+            return _problem(
+                422,
+                "PLAN_PREFLIGHT_FAILED",
+                "The plan failed preflight",
+                "the plan is not a JSON object; nothing was stored",
+                findings,
+            )
+        return _problem(
+            422,
+            "VALIDATION_FAILED",
+            "The request is not valid",
+            "; ".join(f["detail"] for f in findings[:5]),
+            findings,
+        )
 
     @app.exception_handler(RequestUnsupportedContentType)
     def unsupported(_error: RequestUnsupportedContentType) -> Response[str]:
-        return _problem(415, "VALIDATION_FAILED", "The request is not valid",
-                        "send the body as application/json")
+        return _problem(
+            415, "VALIDATION_FAILED", "The request is not valid", "send the body as application/json"
+        )
 
     @app.exception_handler(StoreUnavailable)
     def unavailable(_error: StoreUnavailable) -> Response[str]:
-        response = _problem(503, "STATE_UNAVAILABLE", "The state store cannot be read or written right now",
-                            "retry shortly; nothing was changed")
+        response = _problem(
+            503,
+            "STATE_UNAVAILABLE",
+            "The state store cannot be read or written right now",
+            "retry shortly; nothing was changed",
+        )
         response.headers["Retry-After"] = "1"
         return response
 
@@ -84,7 +106,13 @@ def build_resolver(function: str | None, endpoints: Endpoints) -> APIGatewayHttp
     for route in ROUTES:
         if function is None or route.function == function:
             rule = re.sub(r"\{([a-z_]+)\}", r"<\1>", route.path)
-            app.route(rule, route.method, summary=route.summary, description=f"Role: {route.roles}.",
-                      operation_id=route.operation, status_code=route.status,
-                      tags=[route.function])(endpoints[route.operation])
+            app.route(
+                rule,
+                route.method,
+                summary=route.summary,
+                description=f"Role: {route.roles}.",
+                operation_id=route.operation,
+                status_code=route.status,
+                tags=[route.function],
+            )(endpoints[route.operation])
     return app

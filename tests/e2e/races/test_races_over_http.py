@@ -84,20 +84,52 @@ def approved(gate: Any, *, max_executions: int = 1) -> dict[str, Any]:
     human approval of that exact digest."""
     c = clients(gate)
     revision = secrets.token_hex(20)
-    created = expect(c["requester"].create_candidate(PROJECT, {
-        "subject": "payments", "base_revision": secrets.token_hex(20), "revision": revision,
-        "environment": "staging", "change": {"files": FILES}}), 201)
+    created = expect(
+        c["requester"].create_candidate(
+            PROJECT,
+            {
+                "subject": "payments",
+                "base_revision": secrets.token_hex(20),
+                "revision": revision,
+                "environment": "staging",
+                "change": {"files": FILES},
+            },
+        ),
+        201,
+    )
     cid = created["candidate_id"]
     expect(c["publisher"].add_change_context(PROJECT, cid, {"files": FILES}), 201)
     proposal = expect(c["requester"].propose(PROJECT, cid), 201)
     checks = [ch["check_id"] for t in proposal["plan"]["tasks"] for ch in t["checks"]]
-    plan = dict(proposal["plan"], actions=[{"action_id": "A1", "type": "dispatch_checks",
-                                            "params": {"checks": checks}, "max_executions": max_executions}])
-    digest = expect(c["requester"].put_plan(PROJECT, cid, plan, if_match=proposal["plan_digest"]), 201)["plan_digest"]
-    expect(c["reviewer"].review(PROJECT, cid, {"decision": "approve", "plan_digest": digest, "revision": revision}),
-           201)
+    plan = dict(
+        proposal["plan"],
+        actions=[
+            {
+                "action_id": "A1",
+                "type": "dispatch_checks",
+                "params": {"checks": checks},
+                "max_executions": max_executions,
+            }
+        ],
+    )
+    digest = expect(c["requester"].put_plan(PROJECT, cid, plan, if_match=proposal["plan_digest"]), 201)[
+        "plan_digest"
+    ]
+    expect(
+        c["reviewer"].review(
+            PROJECT, cid, {"decision": "approve", "plan_digest": digest, "revision": revision}
+        ),
+        201,
+    )
     scopes = {o["obligation_id"]: o["scope"] for o in created["obligations"]}
-    return {"cid": cid, "digest": digest, "revision": revision, "checks": checks, "plan": plan, "scopes": scopes}
+    return {
+        "cid": cid,
+        "digest": digest,
+        "revision": revision,
+        "checks": checks,
+        "plan": plan,
+        "scopes": scopes,
+    }
 
 
 def whole_chain(gate: Any, cid: str) -> list[dict[str, Any]]:
@@ -121,13 +153,19 @@ def delivered(gate: Any, execution_ids: set[str]) -> list[dict[str, Any]]:
     for execution_id in execution_ids:
         gate.delivered(execution_id)
     lines = Path(gate.event_log).read_text().splitlines() if Path(gate.event_log).exists() else []
-    return [e["detail"] for e in map(json.loads, lines) if e["detail-type"] == "sentinel.action"
-            and e["detail"]["execution_id"] in execution_ids]
+    return [
+        e["detail"]
+        for e in map(json.loads, lines)
+        if e["detail-type"] == "sentinel.action" and e["detail"]["execution_id"] in execution_ids
+    ]
 
 
 def retryable(response: Response) -> bool:
-    return response.status in (409, 503) and response.code in ("IDEMPOTENCY_IN_PROGRESS", "STATE_UNAVAILABLE") \
+    return (
+        response.status in (409, 503)
+        and response.code in ("IDEMPOTENCY_IN_PROGRESS", "STATE_UNAVAILABLE")
         and response.retry_after is not None
+    )
 
 
 def test_one_key_sent_many_times_at_once_makes_one_side_effect(gate: Any) -> None:
@@ -136,10 +174,14 @@ def test_one_key_sent_many_times_at_once_makes_one_side_effect(gate: Any) -> Non
     requester = clients(gate)["requester"]
     body = {"plan_digest": a["digest"], "params": a["plan"]["actions"][0]["params"]}
     # When THREADS copies of one execution, with one Idempotency-Key, arrive at once
-    answers = at_once(THREADS, lambda _i: requester.execute(PROJECT, a["cid"], "A1", body, idempotency_key="one-key"))
+    answers = at_once(
+        THREADS, lambda _i: requester.execute(PROJECT, a["cid"], "A1", body, idempotency_key="one-key")
+    )
     # Then each is the execution (first or replayed) or a retryable "in progress"
     done = [r for r in answers if r.status == 201]
-    assert done and all(r.status == 201 or retryable(r) for r in answers), [(r.status, r.body) for r in answers]
+    assert done and all(r.status == 201 or retryable(r) for r in answers), [
+        (r.status, r.body) for r in answers
+    ]
     assert len({json.dumps(r.body, sort_keys=True) for r in done}) == 1, "one execution, one answer"
     assert sum(not r.replayed for r in done) <= 1
     # And a client retrying later gets the same execution, replayed
@@ -157,8 +199,9 @@ def test_many_keys_at_once_for_an_action_allowed_once_make_one_side_effect(gate:
     requester = clients(gate)["requester"]
     body = {"plan_digest": a["digest"], "params": a["plan"]["actions"][0]["params"]}
     # When THREADS executions with distinct keys arrive at once
-    answers = at_once(THREADS, lambda i: requester.execute(PROJECT, a["cid"], "A1", body,
-                                                           idempotency_key=f"key-{i}"))
+    answers = at_once(
+        THREADS, lambda i: requester.execute(PROJECT, a["cid"], "A1", body, idempotency_key=f"key-{i}")
+    )
     # Then one wins; every other is exhausted, or told to retry (and exhausted when it does)
     winners = [r for r in answers if r.status == 201]
     assert len(winners) == 1, [(r.status, r.body) for r in answers]
@@ -180,8 +223,15 @@ def test_concurrent_reviews_each_append_one_event_and_a_rejection_is_final(gate:
     before = len(whole_chain(gate, a["cid"]))
 
     def review(i: int) -> Response:
-        return reviewer.review(PROJECT, a["cid"], {"decision": "reject" if i % 4 == 0 else "approve",
-                                                   "plan_digest": a["digest"], "revision": a["revision"]})
+        return reviewer.review(
+            PROJECT,
+            a["cid"],
+            {
+                "decision": "reject" if i % 4 == 0 else "approve",
+                "plan_digest": a["digest"],
+                "revision": a["revision"],
+            },
+        )
 
     # When approvals and rejections of that digest arrive at once
     answers = at_once(THREADS, review)
@@ -195,8 +245,13 @@ def test_concurrent_reviews_each_append_one_event_and_a_rejection_is_final(gate:
     if any(r.body["decision"] == "reject" for r in recorded):
         decision = expect(clients(gate)["requester"].decision(PROJECT, a["cid"]), 200)
         assert "REVIEW_REJECTED" in {f["code"] for f in decision["findings"]}
-        refused = clients(gate)["requester"].execute(PROJECT, a["cid"], "A1", {
-            "plan_digest": a["digest"], "params": a["plan"]["actions"][0]["params"]}, idempotency_key="after-reject")
+        refused = clients(gate)["requester"].execute(
+            PROJECT,
+            a["cid"],
+            "A1",
+            {"plan_digest": a["digest"], "params": a["plan"]["actions"][0]["params"]},
+            idempotency_key="after-reject",
+        )
         assert refused.code == "PLAN_NOT_APPROVED"
 
 
@@ -212,16 +267,26 @@ def test_concurrent_evidence_and_reports_on_one_candidate_keep_one_chain(gate: A
         task = tasks[i % len(tasks)]
         check = task["checks"][0]
         if i < THREADS // 2 + 2:
-            body = {"check_id": check["check_id"], "subject": "payments", "revision": a["revision"],
-                    "environment": "staging", "scope": [a["scopes"][o] for o in check["covers"]],
-                    "observed_at": now, "source": {"system": "ci", "run_id": str(i)}}
+            body = {
+                "check_id": check["check_id"],
+                "subject": "payments",
+                "revision": a["revision"],
+                "environment": "staging",
+                "scope": [a["scopes"][o] for o in check["covers"]],
+                "observed_at": now,
+                "source": {"system": "ci", "run_id": str(i)},
+            }
             if check["policy_ref"] == "lint":
                 body["result"] = {"exit_code": 0, "artifacts": []}
             else:
                 body["junit_xml"] = "<testsuite>" + '<testcase name="t"/>' * 3 + "</testsuite>"
             return c["publisher"].post_evidence(PROJECT, a["cid"], body)
-        return c["requester"].report(PROJECT, a["cid"], task["task_id"], {
-            "plan_digest": a["digest"], "status": "completed", "checks": []})
+        return c["requester"].report(
+            PROJECT,
+            a["cid"],
+            task["task_id"],
+            {"plan_digest": a["digest"], "status": "completed", "checks": []},
+        )
 
     # When evidence for every check and reports of every task arrive at once
     answers = at_once(THREADS, write)
@@ -243,17 +308,27 @@ def test_concurrent_evidence_and_reports_on_one_candidate_keep_one_chain(gate: A
 def test_one_change_created_many_times_at_once_is_one_candidate(gate: Any) -> None:
     # Given one change (subject, revision, environment)
     c = clients(gate)
-    change = {"subject": "payments", "base_revision": secrets.token_hex(20), "revision": secrets.token_hex(20),
-              "environment": "staging", "change": {"files": FILES}}
+    change = {
+        "subject": "payments",
+        "base_revision": secrets.token_hex(20),
+        "revision": secrets.token_hex(20),
+        "environment": "staging",
+        "change": {"files": FILES},
+    }
     # When it is created THREADS times at once, by the requester and the publisher
-    answers = at_once(THREADS, lambda i: (c["requester"] if i % 2 else c["publisher"]).create_candidate(
-        PROJECT, change))
+    answers = at_once(
+        THREADS, lambda i: (c["requester"] if i % 2 else c["publisher"]).create_candidate(PROJECT, change)
+    )
     # Then one candidate exists; every other answer names it, or says retry
     winners = [r for r in answers if r.status == 201]
     assert len(winners) == 1, [(r.status, r.body) for r in answers]
     cid = winners[0].body["candidate_id"]
-    assert all(r.status == 201 or (r.code == "CANDIDATE_EXISTS" and r.body["candidate_id"] == cid) or retryable(r)
-               for r in answers)
-    found = expect(c["requester"].find_candidates(PROJECT, change["subject"], change["revision"], "staging"), 200)
+    assert all(
+        r.status == 201 or (r.code == "CANDIDATE_EXISTS" and r.body["candidate_id"] == cid) or retryable(r)
+        for r in answers
+    )
+    found = expect(
+        c["requester"].find_candidates(PROJECT, change["subject"], change["revision"], "staging"), 200
+    )
     assert [x["candidate_id"] for x in found["candidates"]] == [cid]
     assert len(whole_chain(gate, cid)) == 1

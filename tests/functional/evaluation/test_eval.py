@@ -38,6 +38,7 @@ def failures(report: dict[str, Any]) -> list[str]:
 
 # ---- the whole catalog --------------------------------------------------------------------------------
 
+
 def test_the_catalog_passes_every_gate(batches) -> None:
     # Given the whole catalog, each scenario run twice from a fresh fixture
     report, _again = batches
@@ -77,9 +78,11 @@ def test_the_catalog_covers_both_outcomes_and_side_effects(batches) -> None:
 
 # ---- the harness can fail -----------------------------------------------------------------------------
 
+
 def _expecting(scenario: Scenario, decision: str | None, findings: list[str]) -> Scenario:
-    expect = FinalExpectation.model_validate({**scenario.expect.model_dump(), "decision": decision,
-                                              "findings": findings})
+    expect = FinalExpectation.model_validate(
+        {**scenario.expect.model_dump(), "decision": decision, "findings": findings}
+    )
     return scenario.model_copy(update={"expect": expect})
 
 
@@ -105,13 +108,23 @@ def test_expecting_hold_where_ready_comes_counts_a_false_ready(catalog) -> None:
 
 def test_a_wrong_expected_refusal_code_is_caught() -> None:
     # Given a scenario written as data whose step expects the wrong refusal code
-    scenario = scenario_from_data({
-        "name": "wrong_refusal_code", "category": "reviews", "description": "expects the wrong code on purpose",
-        "steps": [{"use": "planned"}, {"do": "approve", "as": "requester", "expect": "FORBIDDEN_ROLE"}],
-        "expect": {"decision": "hold", "findings": ["EVIDENCE_MISSING", "REVIEW_MISSING", "TASK_NOT_REPORTED"]}})
+    scenario = scenario_from_data(
+        {
+            "name": "wrong_refusal_code",
+            "category": "reviews",
+            "description": "expects the wrong code on purpose",
+            "steps": [{"use": "planned"}, {"do": "approve", "as": "requester", "expect": "FORBIDDEN_ROLE"}],
+            "expect": {
+                "decision": "hold",
+                "findings": ["EVIDENCE_MISSING", "REVIEW_MISSING", "TASK_NOT_REPORTED"],
+            },
+        }
+    )
     report = run_batch([scenario])
     assert not report["passed"]
-    assert any("expected refusal FORBIDDEN_ROLE (403), got 403 AGENT_CANNOT_REVIEW" in f for f in failures(report))
+    assert any(
+        "expected refusal FORBIDDEN_ROLE (403), got 403 AGENT_CANNOT_REVIEW" in f for f in failures(report)
+    )
 
 
 def test_an_agent_certifying_its_own_evidence_is_caught(catalog, monkeypatch) -> None:
@@ -143,7 +156,10 @@ def test_evidence_bound_to_another_subject_that_decides_is_caught(catalog, monke
 
 def test_an_execution_without_approval_is_an_unauthorized_side_effect(catalog, monkeypatch) -> None:
     # Given a gate whose executions (wrongly) see every plan as approved
-    monkeypatch.setattr("sentinel_domain.usecases.actions.approval_status", lambda *_args: (None, "9999-12-31T00:00:00.000000Z"))
+    monkeypatch.setattr(
+        "sentinel_domain.usecases.actions.approval_status",
+        lambda *_args: (None, "9999-12-31T00:00:00.000000Z"),
+    )
     report = run_batch([catalog["approval_missing"]])
     assert not report["passed"]
     assert report["counters"]["unauthorized_side_effect_count"] >= 2
@@ -155,6 +171,7 @@ def test_an_expiry_the_write_does_not_recheck_is_an_unauthorized_side_effect(cat
 
     def lax(self: MemoryStore, change: Any) -> None:
         append(self, dataclasses.replace(change, require_plan_digest=None, require_approval_after=None))
+
     monkeypatch.setattr(MemoryStore, "append", lax)
     report = run_batch([catalog["expiry_between_approval_and_execution"]])
     assert not report["passed"]
@@ -172,25 +189,45 @@ def test_ids_that_differ_between_runs_are_a_nondeterministic_replay(catalog, mon
 
 # ---- the catalog is data, checked before anything runs ------------------------------------------------
 
-@pytest.mark.parametrize("step", [
-    {"do": "approve", "as": "reviewer", "digets": "current"},
-    {"do": "teleport"},
-    {"do": "evidence", "expect": {"outcom": "pass"}},
-    {"do": "race", "kind": "sometimes"},
-])
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        {"do": "approve", "as": "reviewer", "digets": "current"},
+        {"do": "teleport"},
+        {"do": "evidence", "expect": {"outcom": "pass"}},
+        {"do": "race", "kind": "sometimes"},
+    ],
+)
 def test_a_typo_in_a_scenario_is_refused_at_load_time(step: dict[str, Any]) -> None:
     with pytest.raises(CatalogError):
-        scenario_from_data({"name": "typo", "category": "reviews", "description": "a typo on purpose",
-                            "steps": [{"use": "candidate"}, step], "expect": {"decision": "hold",
-                                                                              "findings": ["PLAN_MISSING"]}})
+        scenario_from_data(
+            {
+                "name": "typo",
+                "category": "reviews",
+                "description": "a typo on purpose",
+                "steps": [{"use": "candidate"}, step],
+                "expect": {"decision": "hold", "findings": ["PLAN_MISSING"]},
+            }
+        )
 
 
 # ---- the command ----------------------------------------------------------------------------------------
 
+
 def test_the_command_prints_json_and_writes_the_same_report(tmp_path, capsys) -> None:
     path = tmp_path / "report.json"
-    code = main(["--json", "--scenario", "ready_flow_end_to_end", "--scenario", "action_past_its_limit",
-                 "--report", str(path)])
+    code = main(
+        [
+            "--json",
+            "--scenario",
+            "ready_flow_end_to_end",
+            "--scenario",
+            "action_past_its_limit",
+            "--report",
+            str(path),
+        ]
+    )
     printed = json.loads(capsys.readouterr().out)
     assert code == 0
     assert printed == json.loads(path.read_text())

@@ -14,8 +14,18 @@ from support.world import BASE, REV, World
 
 P = "/v1/projects/demo"
 CALLERS = {
-    "requester": {"principal_id": "agent-1", "kind": "agent", "sponsor": "hank-human", "roles": {"demo": ["requester"]}},
-    "ci": {"principal_id": "ci-bot", "kind": "ci", "sponsor": "", "roles": {"demo": ["publisher", "requester"]}},
+    "requester": {
+        "principal_id": "agent-1",
+        "kind": "agent",
+        "sponsor": "hank-human",
+        "roles": {"demo": ["requester"]},
+    },
+    "ci": {
+        "principal_id": "ci-bot",
+        "kind": "ci",
+        "sponsor": "",
+        "roles": {"demo": ["publisher", "requester"]},
+    },
 }
 
 
@@ -33,12 +43,25 @@ def gateway():
     return LocalGateway(lambda: world.services, authorizer)
 
 
-def send(gateway: LocalGateway, method: str, path: str, body: Any = None, *, as_: str = "requester",
-         content_type: str = "application/json", headers: dict[str, str] | None = None,
-         query: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+def send(
+    gateway: LocalGateway,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    as_: str = "requester",
+    content_type: str = "application/json",
+    headers: dict[str, str] | None = None,
+    query: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], Any]:
     data = body if isinstance(body, bytes | str) or body is None else json.dumps(body)
-    status, out, raw = gateway.invoke(method, path, {"authorization": f"Bearer {as_}", "content-type": content_type,
-                                                     **(headers or {})}, data, query)
+    status, out, raw = gateway.invoke(
+        method,
+        path,
+        {"authorization": f"Bearer {as_}", "content-type": content_type, **(headers or {})},
+        data,
+        query,
+    )
     return status, {k.lower(): v for k, v in out.items()}, json.loads(raw) if raw else None
 
 
@@ -50,9 +73,17 @@ def assert_refused(status: int, headers: dict[str, str], body: Any, *statuses: i
 
 
 def evidence(**over: Any) -> dict[str, Any]:
-    return {"check_id": "C1", "subject": "payments", "revision": REV, "environment": "staging",
-            "scope": ["payments-api"], "observed_at": "2026-11-29T11:59:00Z", "source": {"system": "ci"},
-            "junit_xml": '<testsuite><testcase name="t"/></testsuite>', **over}
+    return {
+        "check_id": "C1",
+        "subject": "payments",
+        "revision": REV,
+        "environment": "staging",
+        "scope": ["payments-api"],
+        "observed_at": "2026-11-29T11:59:00Z",
+        "source": {"system": "ci"},
+        "junit_xml": '<testsuite><testcase name="t"/></testsuite>',
+        **over,
+    }
 
 
 CAND = P + "/candidates/cand_00000001"
@@ -61,8 +92,14 @@ CAND = P + "/candidates/cand_00000001"
 def test_multipart_without_a_boundary_is_refused_not_500(gateway) -> None:
     # Given a review body sent as multipart/form-data without a boundary
     # When it is posted
-    status, headers, body = send(gateway, "POST", CAND + "/reviews", {"decision": "approve"}, as_="ci",
-                                 content_type="multipart/form-data")
+    status, headers, body = send(
+        gateway,
+        "POST",
+        CAND + "/reviews",
+        {"decision": "approve"},
+        as_="ci",
+        content_type="multipart/form-data",
+    )
     # Then a 415 (or 422) problem document, as for any other media type the route does not take
     assert_refused(status, headers, body, 415, 422)
 
@@ -88,7 +125,9 @@ def test_an_as_of_that_overflows_utc_is_refused_not_500(gateway, as_of: str) -> 
 def test_an_observed_at_that_overflows_utc_is_refused_not_500(gateway, observed_at: str) -> None:
     # Given evidence observed at an instant that does not exist in UTC
     # When it is posted
-    status, headers, body = send(gateway, "POST", CAND + "/evidence", evidence(observed_at=observed_at), as_="ci")
+    status, headers, body = send(
+        gateway, "POST", CAND + "/evidence", evidence(observed_at=observed_at), as_="ci"
+    )
     # Then 422 (VALIDATION_FAILED), never stored
     assert_refused(status, headers, body, 422)
 
@@ -96,8 +135,9 @@ def test_an_observed_at_that_overflows_utc_is_refused_not_500(gateway, observed_
 def test_evidence_observed_before_year_1000_is_refused_not_500(gateway) -> None:
     # Given evidence observed in the year 7
     # When it is posted
-    status, headers, body = send(gateway, "POST", CAND + "/evidence", evidence(observed_at="0007-03-13T09:55:32Z"),
-                                 as_="ci")
+    status, headers, body = send(
+        gateway, "POST", CAND + "/evidence", evidence(observed_at="0007-03-13T09:55:32Z"), as_="ci"
+    )
     # Then a 4xx problem document (422), never a crash
     assert_refused(status, headers, body, 422)
 
@@ -122,12 +162,20 @@ def test_json_that_rfc8785_cannot_canonicalise_is_refused_not_500(gateway, route
     # Given a request with an Idempotency-Key whose free-form JSON holds a number RFC 8785 cannot represent
     big = 2**60
     if route == "execution params":
-        path, body, headers = CAND + "/actions/A1/executions", {"plan_digest": "x", "params": {"n": big}}, \
-            {"idempotency-key": "k-big"}
+        path, body, headers = (
+            CAND + "/actions/A1/executions",
+            {"plan_digest": "x", "params": {"n": big}},
+            {"idempotency-key": "k-big"},
+        )
     elif route == "openapi document":
         path, headers = P + "/candidates", {"idempotency-key": "k-doc"}
-        body = {"subject": "s", "base_revision": BASE, "revision": "c" * 40, "environment": "staging",
-                "change": {"files": ["x"], "openapi": [{"name": "n", "before": {"a": big}}]}}
+        body = {
+            "subject": "s",
+            "base_revision": BASE,
+            "revision": "c" * 40,
+            "environment": "staging",
+            "change": {"files": ["x"], "openapi": [{"name": "n", "before": {"a": big}}]},
+        }
     else:
         path, headers = CAND + "/actions/A1/executions", {"idempotency-key": "k-nan"}
         body = '{"plan_digest": "x", "params": {"n": NaN}}'

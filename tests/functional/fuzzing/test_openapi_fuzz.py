@@ -40,13 +40,19 @@ RANDOM = os.environ.get("SENTINEL_FUZZ_RANDOM") == "1"
 MAX_EXAMPLES = {"human": 25, "ci": 8, "anonymous": 5}
 PLAN_EXAMPLES = 10  # the plan's nested schema makes each example costly
 FILES = ["services/payments/api.py", "docs/guide.md"]
-JUNIT = '<testsuite name="s"><testcase classname="a" name="t1"/><testcase classname="a" name="t2"/></testsuite>'
+JUNIT = (
+    '<testsuite name="s"><testcase classname="a" name="t1"/><testcase classname="a" name="t2"/></testsuite>'
+)
 
 # The callers the fake authorizer knows. The human holds every role a human may hold, so every route is
 # reachable; the ci principal is the project's trusted publisher.
 CALLERS = {
-    "tok-human": {"principal_id": "hilda-all-roles", "kind": "human", "sponsor": "",
-                  "roles": {PROJECT: ["admin", "auditor", "requester", "reviewer"]}},
+    "tok-human": {
+        "principal_id": "hilda-all-roles",
+        "kind": "human",
+        "sponsor": "",
+        "roles": {PROJECT: ["admin", "auditor", "requester", "reviewer"]},
+    },
     "tok-ci": {"principal_id": CI.id, "kind": "ci", "sponsor": "", "roles": {PROJECT: list(CI.roles)}},
 }
 
@@ -89,18 +95,39 @@ def seeded_world() -> tuple[World, dict[str, str]]:
     world = World()
     gate = world.gate
     cid = world.candidate(files=FILES)["candidate_id"]
-    gate.add_change_context(PROJECT, cid, CI, ChangeContextRequest.model_validate({"change": {"files": FILES}}),
-                            None)
+    gate.add_change_context(
+        PROJECT, cid, CI, ChangeContextRequest.model_validate({"change": {"files": FILES}}), None
+    )
     proposal = gate.propose(PROJECT, cid, REQUESTER, None, None).as_json()
     checks = [c["check_id"] for t in proposal["plan"]["tasks"] for c in t["checks"]]
-    plan = dict(proposal["plan"], actions=[{"action_id": "A1", "type": "dispatch_checks",
-                                            "params": {"checks": checks}, "max_executions": 2}])
+    plan = dict(
+        proposal["plan"],
+        actions=[
+            {"action_id": "A1", "type": "dispatch_checks", "params": {"checks": checks}, "max_executions": 2}
+        ],
+    )
     digest = gate.put_plan(PROJECT, cid, REQUESTER, plan, proposal["plan_digest"]).plan_digest
-    gate.review(PROJECT, cid, REVIEWER, ReviewRequest(decision="approve", plan_digest=digest, revision=REV), None)
-    evidence = gate.post_evidence(PROJECT, cid, CI, EvidenceRequest.model_validate({
-        "check_id": "C1", "subject": "payments", "revision": REV, "environment": "staging",
-        "scope": ["payments-api"], "observed_at": "2026-11-29T11:59:00Z", "source": {"system": "ci"},
-        "junit_xml": JUNIT}), None).as_json()
+    gate.review(
+        PROJECT, cid, REVIEWER, ReviewRequest(decision="approve", plan_digest=digest, revision=REV), None
+    )
+    evidence = gate.post_evidence(
+        PROJECT,
+        cid,
+        CI,
+        EvidenceRequest.model_validate(
+            {
+                "check_id": "C1",
+                "subject": "payments",
+                "revision": REV,
+                "environment": "staging",
+                "scope": ["payments-api"],
+                "observed_at": "2026-11-29T11:59:00Z",
+                "source": {"system": "ci"},
+                "junit_xml": JUNIT,
+            }
+        ),
+        None,
+    ).as_json()
     return world, {"candidate_id": cid, "plan_digest": digest, "evidence_id": evidence["evidence_id"]}
 
 
@@ -109,54 +136,73 @@ _, KNOWN = seeded_world()
 
 def config(caller: str) -> SchemathesisConfig:
     """The default checks, with the two places where the gate answers for a documented reason."""
-    return SchemathesisConfig.from_dict({
-        "dictionaries": {
-            "project": {"values": [PROJECT]},
-            "candidate": {"values": [KNOWN["candidate_id"]]},
-            "task": {"values": ["T1", "T2"]},
-            "action": {"values": ["A1"]},
-            "policy": {"values": ["unit-tests", "lint"]},
-            "digest": {"values": [KNOWN["plan_digest"]]},
-            "revision": {"values": [REV, REV.upper()]},
-            "base": {"values": [BASE]},
-            "environment": {"values": ["staging", "production"]},
-            "check": {"values": ["C1", "C2"]},
-            "evidence": {"values": [KNOWN["evidence_id"]]},
-        },
-        # Real objects most of the time, random ids (which must be 404 or refused) the rest.
-        "parameters": {
-            "path.project": {"dictionary": "project", "probability": 0.85},
-            "path.candidate_id": {"dictionary": "candidate", "probability": 0.8},
-            "path.task_id": {"dictionary": "task", "probability": 0.8},
-            "path.action_id": {"dictionary": "action", "probability": 0.8},
-            "path.policy_id": {"dictionary": "policy", "probability": 0.7},
-            "body.plan_digest": {"dictionary": "digest", "probability": 0.7},
-            "body.revision": {"dictionary": "revision", "probability": 0.7},
-            "body.base_revision": {"dictionary": "base", "probability": 0.7},
-            "body.environment": {"dictionary": "environment", "probability": 0.7},
-            "body.check_id": {"dictionary": "check", "probability": 0.7},
-            "body.checks[*].evidence_id": {"dictionary": "evidence", "probability": 0.7},
-        },
-        "generation": {"deterministic": not RANDOM, "with-security-parameters": caller == "anonymous"},
-        # The coverage phase (boundary values, wrong types, odd media types for every parameter) runs once, for
-        # the caller who reaches every handler; for the others it would mostly repeat the same refusals.
-        "phases": {"coverage": {"enabled": caller == "human"}},
-        "operations": [{"include-path-regex": "/plan$", "generation": {"max-examples": PLAN_EXAMPLES}}],
-        "checks": {
-            # A body over the route's limit is refused before it is read: 413 PAYLOAD_TOO_LARGE is the
-            # documented answer to a schema-violating body too large to parse (API.md, Conventions). A plan
-            # is judged by preflight only after its If-Match precondition, so a stale one answers 412 first.
-            "negative_data_rejection": {"expected-statuses": [
-                400, 401, 403, 404, 405, 406, 409, 412, 413, 415, 422, 428, 429, "5xx"]},
-            # A gate judges content the schema cannot express (full commit ids, plan preflight, JUnit that
-            # must parse, the service clock, object state), so a schema-valid request may be refused with a
-            # documented 4xx problem. 5xx stays a failure through not_a_server_error.
-            "positive_data_acceptance": {"expected-statuses": [
-                "2xx", 400, 401, 403, 404, 409, 412, 413, 422, 428, 429, "5xx"]},
-            # Checked on its own below (test_undeclared_methods_answer_405), as an xfail with its reason.
-            "unsupported_method": {"enabled": False},
-        },
-    })
+    return SchemathesisConfig.from_dict(
+        {
+            "dictionaries": {
+                "project": {"values": [PROJECT]},
+                "candidate": {"values": [KNOWN["candidate_id"]]},
+                "task": {"values": ["T1", "T2"]},
+                "action": {"values": ["A1"]},
+                "policy": {"values": ["unit-tests", "lint"]},
+                "digest": {"values": [KNOWN["plan_digest"]]},
+                "revision": {"values": [REV, REV.upper()]},
+                "base": {"values": [BASE]},
+                "environment": {"values": ["staging", "production"]},
+                "check": {"values": ["C1", "C2"]},
+                "evidence": {"values": [KNOWN["evidence_id"]]},
+            },
+            # Real objects most of the time, random ids (which must be 404 or refused) the rest.
+            "parameters": {
+                "path.project": {"dictionary": "project", "probability": 0.85},
+                "path.candidate_id": {"dictionary": "candidate", "probability": 0.8},
+                "path.task_id": {"dictionary": "task", "probability": 0.8},
+                "path.action_id": {"dictionary": "action", "probability": 0.8},
+                "path.policy_id": {"dictionary": "policy", "probability": 0.7},
+                "body.plan_digest": {"dictionary": "digest", "probability": 0.7},
+                "body.revision": {"dictionary": "revision", "probability": 0.7},
+                "body.base_revision": {"dictionary": "base", "probability": 0.7},
+                "body.environment": {"dictionary": "environment", "probability": 0.7},
+                "body.check_id": {"dictionary": "check", "probability": 0.7},
+                "body.checks[*].evidence_id": {"dictionary": "evidence", "probability": 0.7},
+            },
+            "generation": {"deterministic": not RANDOM, "with-security-parameters": caller == "anonymous"},
+            # The coverage phase (boundary values, wrong types, odd media types for every parameter) runs once, for
+            # the caller who reaches every handler; for the others it would mostly repeat the same refusals.
+            "phases": {"coverage": {"enabled": caller == "human"}},
+            "operations": [{"include-path-regex": "/plan$", "generation": {"max-examples": PLAN_EXAMPLES}}],
+            "checks": {
+                # A body over the route's limit is refused before it is read: 413 PAYLOAD_TOO_LARGE is the
+                # documented answer to a schema-violating body too large to parse (API.md, Conventions). A plan
+                # is judged by preflight only after its If-Match precondition, so a stale one answers 412 first.
+                "negative_data_rejection": {
+                    "expected-statuses": [
+                        400,
+                        401,
+                        403,
+                        404,
+                        405,
+                        406,
+                        409,
+                        412,
+                        413,
+                        415,
+                        422,
+                        428,
+                        429,
+                        "5xx",
+                    ]
+                },
+                # A gate judges content the schema cannot express (full commit ids, plan preflight, JUnit that
+                # must parse, the service clock, object state), so a schema-valid request may be refused with a
+                # documented 4xx problem. 5xx stays a failure through not_a_server_error.
+                "positive_data_acceptance": {
+                    "expected-statuses": ["2xx", 400, 401, 403, 404, 409, 412, 413, 422, 428, 429, "5xx"]
+                },
+                # Checked on its own below (test_undeclared_methods_answer_405), as an xfail with its reason.
+                "unsupported_method": {"enabled": False},
+            },
+        }
+    )
 
 
 def load(caller: str) -> Any:
@@ -169,10 +215,17 @@ HUMAN, PUBLISHER, ANONYMOUS = load("human"), load("ci"), load("anonymous")
 
 
 def budget(caller: str) -> hypothesis.settings:
-    return hypothesis.settings(max_examples=MAX_EXAMPLES[caller], deadline=None, database=None,
-                               derandomize=not RANDOM,
-                               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                                      HealthCheck.filter_too_much])
+    return hypothesis.settings(
+        max_examples=MAX_EXAMPLES[caller],
+        deadline=None,
+        database=None,
+        derandomize=not RANDOM,
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.too_slow,
+            HealthCheck.filter_too_much,
+        ],
+    )
 
 
 @pytest.fixture
@@ -243,15 +296,18 @@ def test_an_anonymous_caller_gets_only_documented_answers(case: Any, served_worl
         assert served_world.store.outbox == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "schemathesis' unsupported_method check wants 405 Method Not Allowed for a method the document does not "
-    "list on a path; the gateway answers 404 {'message': 'Not Found'} as API Gateway HTTP APIs do for an "
-    "unmatched route. To pass, the route table must add a catch-all (ANY) route per path answering 405 with "
-    "Allow, and the document declare 405 there; until then this stays visible."))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "schemathesis' unsupported_method check wants 405 Method Not Allowed for a method the document does not "
+        "list on a path; the gateway answers 404 {'message': 'Not Found'} as API Gateway HTTP APIs do for an "
+        "unmatched route. To pass, the route table must add a catch-all (ANY) route per path answering 405 with "
+        "Allow, and the document declare 405 there; until then this stays visible."
+    ),
+)
 def test_undeclared_methods_answer_405(served_world: World) -> None:
     # Given a path the document lists with GET only
     # When it is called with a method the document does not list
     status, _headers, _body = GATEWAY.invoke("DELETE", "/v1/whoami", {"authorization": "Bearer tok-human"})
     # Then 405 Method Not Allowed
     assert status == 405
-

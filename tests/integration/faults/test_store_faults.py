@@ -80,7 +80,8 @@ def is_retryable_refusal(out: Outcome) -> bool:
     """503 STATE_UNAVAILABLE, or 409 IDEMPOTENCY_IN_PROGRESS when the key's claim itself kept losing: both say
     retry, and when (Retry-After)."""
     return (out.status, out.code) in ((503, "STATE_UNAVAILABLE"), (409, "IDEMPOTENCY_IN_PROGRESS")) and bool(
-        out.headers.get("Retry-After"))
+        out.headers.get("Retry-After")
+    )
 
 
 def is_unavailable_hold(out: Outcome) -> bool:
@@ -89,8 +90,11 @@ def is_unavailable_hold(out: Outcome) -> bool:
 
 
 def length(audit: Any, world: DynamoWorld) -> int:
-    return audit.chains.get(f"P#{PROJECT}#C#{world.flow.candidate_id}", 0) if world.flow.candidate_id else sum(
-        n for pk, n in audit.chains.items() if "#C#" in pk)
+    return (
+        audit.chains.get(f"P#{PROJECT}#C#{world.flow.candidate_id}", 0)
+        if world.flow.candidate_id
+        else sum(n for pk, n in audit.chains.items() if "#C#" in pk)
+    )
 
 
 def retry(world: DynamoWorld, step: str) -> Outcome:
@@ -104,7 +108,9 @@ def retry(world: DynamoWorld, step: str) -> Outcome:
 
 
 @pytest.mark.parametrize("step", Flow.STEPS)
-def test_every_failing_store_call_of_the_step_fails_closed(moto: Any, tables: Tables, flow: Any, step: str) -> None:
+def test_every_failing_store_call_of_the_step_fails_closed(
+    moto: Any, tables: Tables, flow: Any, step: str
+) -> None:
     frozen, calls, clean = flow
     world = DynamoWorld(moto, tables, frozen[step])
     before = audit_table(world)
@@ -135,14 +141,18 @@ def test_every_failing_store_call_of_the_step_fails_closed(moto: Any, tables: Ta
             # And the table changed only by what the failed call itself did (a lost answer to a write that
             # landed), or by a recorded hold
             assert grown == (1 if took_effect or recorded_hold else 0), case
-        assert len(after.outbox) == len(before.outbox) + (1 if step == "execute" and (
-            took_effect or mode == "cancelled") else 0), case
+        assert len(after.outbox) == len(before.outbox) + (
+            1 if step == "execute" and (took_effect or mode == "cancelled") else 0
+        ), case
         if world.flow.candidate_id:
             # And the candidate's decision is the one before the step, or after it where the change landed
             steps = Flow.STEPS
-            before_step = clean[steps[steps.index(step) - 1]].headers["ready-after"] if step != "create" else "hold"
+            before_step = (
+                clean[steps[steps.index(step) - 1]].headers["ready-after"] if step != "create" else "hold"
+            )
             assert after.decision(world.flow.candidate_id, world.clock.now()) == (
-                clean[step].headers["ready-after"] if grown and not recorded_hold else before_step), case
+                clean[step].headers["ready-after"] if grown and not recorded_hold else before_step
+            ), case
         # When the client retries what failed where the failure left something behind (a change that landed,
         # a claim still held, a recorded hold); after a failure that left nothing (the audit above shows it),
         # a retry is the clean step again, which the flow fixture already ran from this very point
@@ -171,7 +181,8 @@ def test_every_failing_store_call_of_the_step_fails_closed(moto: Any, tables: Ta
 
 @pytest.mark.parametrize("step", [s for s in Flow.STEPS if s not in DECISIONS])
 def test_after_a_lost_answer_to_its_write_the_flow_still_ends_ready_with_one_side_effect(
-        moto: Any, tables: Tables, flow: Any, step: str) -> None:
+    moto: Any, tables: Tables, flow: Any, step: str
+) -> None:
     frozen, calls, _clean = flow
     # Given the step's write landed but its answer was lost
     world = DynamoWorld(moto, tables, frozen[step])
@@ -181,10 +192,12 @@ def test_after_a_lost_answer_to_its_write_the_flow_still_ends_ready_with_one_sid
     assert is_retryable_refusal(first), first
     # When the client retries it (re-reading the plan for the PUT), then goes on with the flow
     if step == "amend":
-        world.flow.digest = world.clean_store().load(StreamRef(PROJECT, world.flow.candidate_id)).head["plan_digest"]
+        world.flow.digest = (
+            world.clean_store().load(StreamRef(PROJECT, world.flow.candidate_id)).head["plan_digest"]
+        )
     else:
         assert retry(world, step).accepted
-    for rest in Flow.STEPS[Flow.STEPS.index(step) + 1:]:
+    for rest in Flow.STEPS[Flow.STEPS.index(step) + 1 :]:
         assert world.step(rest).accepted, rest
     # Then the recorded decision is ready, the chain verifies with one event per change, one side effect left
     audit = audit_table(world)

@@ -45,9 +45,16 @@ def rival(world: DynamoWorld) -> Gate:
 
 def execution(world: DynamoWorld, key: str) -> Callable[[Gate], Outcome]:
     params = world.flow.plan()["actions"][0]["params"]
-    return lambda gate: outcome(lambda: gate.execute(PROJECT, world.flow.candidate_id, "A1", REQUESTER,
-                                                     ExecutionRequest(plan_digest=world.flow.digest, params=params),
-                                                     key))
+    return lambda gate: outcome(
+        lambda: gate.execute(
+            PROJECT,
+            world.flow.candidate_id,
+            "A1",
+            REQUESTER,
+            ExecutionRequest(plan_digest=world.flow.digest, params=params),
+            key,
+        )
+    )
 
 
 def executions_in_force(audit: Any, cid: str) -> list[dict[str, Any]]:
@@ -61,8 +68,12 @@ def executions_in_force(audit: Any, cid: str) -> list[dict[str, Any]]:
         earlier = facts[:position]
         plans = [f for f in earlier if f["type"] == "plan.stored"]
         assert plans and plans[-1]["plan_digest"] == fact["plan_digest"], "executed a superseded plan"
-        assert not any(f["type"] == "review.recorded" and f["decision"] == "reject"
-                       and f["plan_digest"] == fact["plan_digest"] for f in earlier), "executed a rejected plan"
+        assert not any(
+            f["type"] == "review.recorded"
+            and f["decision"] == "reject"
+            and f["plan_digest"] == fact["plan_digest"]
+            for f in earlier
+        ), "executed a rejected plan"
         out.append(fact)
     return out
 
@@ -70,7 +81,9 @@ def executions_in_force(audit: Any, cid: str) -> list[dict[str, Any]]:
 COMPETITORS = ["the same request", "another key", "a plan amendment", "a rejection"]
 
 
-def competing(competitor: str, world: DynamoWorld, other: Gate, seen: dict[str, Outcome]) -> Callable[[], None]:
+def competing(
+    competitor: str, world: DynamoWorld, other: Gate, seen: dict[str, Outcome]
+) -> Callable[[], None]:
     """The rival's whole request, run through the other gate; its answer is kept in `seen`."""
     cid, digest = world.flow.candidate_id, world.flow.digest
 
@@ -83,15 +96,23 @@ def competing(competitor: str, world: DynamoWorld, other: Gate, seen: dict[str, 
             plan = dict(world.flow.plan(), actions=[dict(world.flow.plan()["actions"][0], max_executions=2)])
             seen["rival"] = outcome(lambda: other.put_plan(PROJECT, cid, REQUESTER, plan, f'"{digest}"'))
         else:
-            seen["rival"] = outcome(lambda: other.review(PROJECT, cid, REVIEWER_2, ReviewRequest(
-                decision="reject", plan_digest=digest, revision=REV), None))
+            seen["rival"] = outcome(
+                lambda: other.review(
+                    PROJECT,
+                    cid,
+                    REVIEWER_2,
+                    ReviewRequest(decision="reject", plan_digest=digest, revision=REV),
+                    None,
+                )
+            )
 
     return move
 
 
 @pytest.mark.parametrize("competitor", COMPETITORS)
-def test_a_competing_writer_at_every_store_call_of_an_execution(moto: Any, tables: Tables, frozen: dict[str, Any],
-                                                                competitor: str) -> None:
+def test_a_competing_writer_at_every_store_call_of_an_execution(
+    moto: Any, tables: Tables, frozen: dict[str, Any], competitor: str
+) -> None:
     calls = frozen["calls"]["execute"]
     for n in range(1, len(calls) + 1):
         # Given an approved plan, and a competitor that lands just before the execution's Nth store call
@@ -113,8 +134,10 @@ def test_a_competing_writer_at_every_store_call_of_an_execution(moto: Any, table
             # One execution; each answer is it (first or replayed) or a retryable "in progress"
             answers = [a for a in (mine, theirs) if a.status == 201]
             assert len(done) == 1 and answers, case
-            assert all(a.status == 201 or (a.code == "IDEMPOTENCY_IN_PROGRESS" and a.headers.get("Retry-After"))
-                       for a in (mine, theirs)), case
+            assert all(
+                a.status == 201 or (a.code == "IDEMPOTENCY_IN_PROGRESS" and a.headers.get("Retry-After"))
+                for a in (mine, theirs)
+            ), case
             assert all(a.body == answers[0].body for a in answers), case
         elif competitor == "another key":
             # One execution (max_executions 1); the other is exhausted
@@ -132,8 +155,9 @@ def test_a_competing_writer_at_every_store_call_of_an_execution(moto: Any, table
 
 
 @pytest.mark.parametrize("step", ["evidence 1", "report 1"])
-def test_a_competing_write_of_the_same_kind_at_every_store_call(moto: Any, tables: Tables, frozen: dict[str, Any],
-                                                               step: str) -> None:
+def test_a_competing_write_of_the_same_kind_at_every_store_call(
+    moto: Any, tables: Tables, frozen: dict[str, Any], step: str
+) -> None:
     calls = frozen["calls"][step]
     for n in range(1, len(calls) + 1):
         # Given the flow before the step, and the same kind of write (another evidence, another report of the
@@ -147,10 +171,16 @@ def test_a_competing_write_of_the_same_kind_at_every_store_call(moto: Any, table
         def move(twin: Flow = twin, seen: dict[str, Outcome] = seen, other: Gate = other) -> None:
             if step.startswith("report"):
                 task = twin.tasks()[0]["task_id"]
-                seen["rival"] = outcome(lambda: other.report(PROJECT, twin.candidate_id, task, REQUESTER,
-                                                             ReportRequest.model_validate({
-                                                                 "plan_digest": twin.digest, "status": "failed"}),
-                                                             None))
+                seen["rival"] = outcome(
+                    lambda: other.report(
+                        PROJECT,
+                        twin.candidate_id,
+                        task,
+                        REQUESTER,
+                        ReportRequest.model_validate({"plan_digest": twin.digest, "status": "failed"}),
+                        None,
+                    )
+                )
             else:
                 seen["rival"] = twin.run(other, step.replace(" 1", " 2"))
 
@@ -172,17 +202,23 @@ def test_a_competing_write_of_the_same_kind_at_every_store_call(moto: Any, table
         world.drop()
 
 
-def test_an_execution_allowed_after_approvals_required_is_lowered_goes_through(moto: Any, tables: Tables,
-                                                                               frozen: dict[str, Any]) -> None:
+def test_an_execution_allowed_after_approvals_required_is_lowered_goes_through(
+    moto: Any, tables: Tables, frozen: dict[str, Any]
+) -> None:
     # Given a project that needs two approvals, and a plan with one (so the chain head records no approval)
     world = DynamoWorld(moto, tables, frozen["points"]["approve"])
-    assert world.gate.put_config(PROJECT, ADMIN, ProjectConfig.model_validate(dict(CONFIG, approvals_required=2)),
-                                 '"1"').version == 2
+    assert (
+        world.gate.put_config(
+            PROJECT, ADMIN, ProjectConfig.model_validate(dict(CONFIG, approvals_required=2)), '"1"'
+        ).version
+        == 2
+    )
     assert world.step("approve").accepted
     # When the admin lowers approvals_required to 1, which that one approval satisfies
     world.gate.put_config(PROJECT, ADMIN, ProjectConfig.model_validate(CONFIG), '"2"')
-    assert "REVIEW_MISSING" not in {f.code for f in world.gate.evaluate(PROJECT, world.flow.candidate_id,
-                                                                    REQUESTER).findings}
+    assert "REVIEW_MISSING" not in {
+        f.code for f in world.gate.evaluate(PROJECT, world.flow.candidate_id, REQUESTER).findings
+    }
     # Then the declared action executes
     first = world.step("execute")
     world.drop()

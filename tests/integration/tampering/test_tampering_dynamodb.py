@@ -25,7 +25,17 @@ from sentinel_runner.relay import EventLog, OutboxRelay
 from support.moto_world import DynamoWorld, Flow, Frozen, Tables, outcome
 from support.world import AUDITOR, BASE, PROJECT, REQUESTER, REV, REVIEWER_2
 
-EVENT_FIELDS = ("project", "candidate_id", "seq", "type", "actor", "at", "payload_digest", "prev_hash", "hash")
+EVENT_FIELDS = (
+    "project",
+    "candidate_id",
+    "seq",
+    "type",
+    "actor",
+    "at",
+    "payload_digest",
+    "prev_hash",
+    "hash",
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +51,20 @@ def finished(moto: Any, tables: Tables) -> dict[str, Frozen]:
     assert world.flow.run(world.gate, "read decision").body["decision"] == "ready"
     # A change touching 15,000 files: its candidate.created fact is past one item's size, stored in parts.
     files = [f"services/payments/module_{n:05d}/handler.py" for n in range(15_000)]
-    big = world.gate.create_candidate(PROJECT, REQUESTER, CandidateRequest.model_validate({
-        "subject": "payments", "base_revision": BASE, "revision": "c" * 40, "environment": "staging",
-        "change": {"files": files}}), None).as_json()
+    big = world.gate.create_candidate(
+        PROJECT,
+        REQUESTER,
+        CandidateRequest.model_validate(
+            {
+                "subject": "payments",
+                "base_revision": BASE,
+                "revision": "c" * 40,
+                "environment": "staging",
+                "change": {"files": files},
+            }
+        ),
+        None,
+    ).as_json()
     points["end"] = world.freeze()
     points["big"] = big["candidate_id"]  # type: ignore[assignment]  # its id rides with the frozen points
     world.drop()
@@ -52,14 +73,16 @@ def finished(moto: Any, tables: Tables) -> dict[str, Frozen]:
 
 # ---- the table, as a tamperer sees it -----------------------------------------------------------------------
 
+
 class Table:
     def __init__(self, world: DynamoWorld, candidate_id: str | None) -> None:
         self.world, self.client, self.name = world, world.raw, world.table
         self.pk = f"P#{PROJECT}" + (f"#C#{candidate_id}" if candidate_id else "")
 
     def get(self, sk: str) -> dict[str, Any]:
-        return self.client.get_item(TableName=self.name, Key={"pk": {"S": self.pk}, "sk": {"S": sk}},
-                                    ConsistentRead=True)["Item"]
+        return self.client.get_item(
+            TableName=self.name, Key={"pk": {"S": self.pk}, "sk": {"S": sk}}, ConsistentRead=True
+        )["Item"]
 
     def put(self, item: dict[str, Any]) -> None:
         self.client.put_item(TableName=self.name, Item=item)
@@ -73,8 +96,10 @@ class Table:
 
     def event(self, seq: int) -> dict[str, Any]:
         item = self.get(self.sk(seq))
-        return {k: (int(item[k]["N"]) if "N" in item[k] else None if "NULL" in item[k] else item[k]["S"])
-                for k in EVENT_FIELDS}
+        return {
+            k: (int(item[k]["N"]) if "N" in item[k] else None if "NULL" in item[k] else item[k]["S"])
+            for k in EVENT_FIELDS
+        }
 
     def fact(self, seq: int) -> dict[str, Any]:
         return json.loads(self.get(self.sk(seq))["fact"]["S"])
@@ -104,6 +129,7 @@ class Table:
 
 # ---- what every tampering must lead to ---------------------------------------------------------------------
 
+
 def with_checkpoints(world: DynamoWorld, every: bool = False) -> EventLog:
     """The relay's event log holding the chains' checkpoints: the newest (one relay round after the flow), or
     one per event (as when the relay ran after every write)."""
@@ -112,16 +138,27 @@ def with_checkpoints(world: DynamoWorld, every: bool = False) -> EventLog:
         for ref in (StreamRef(PROJECT), StreamRef(PROJECT, world.flow.candidate_id)):
             stream = world.clean_store().load(ref)
             for event in stream.events:
-                log.publish({"source": "sentinel", "detail-type": "sentinel.checkpoint", "detail": {
-                    "project": ref.project, "candidate_id": ref.candidate_id, "seq": event["seq"],
-                    "hash": event["hash"]}})
+                log.publish(
+                    {
+                        "source": "sentinel",
+                        "detail-type": "sentinel.checkpoint",
+                        "detail": {
+                            "project": ref.project,
+                            "candidate_id": ref.candidate_id,
+                            "seq": event["seq"],
+                            "hash": event["hash"],
+                        },
+                    }
+                )
     else:
         OutboxRelay(world.clean_store(), log).run_once()
     world.gate.checkpoints = log
     return log
 
 
-def assert_caught(world: DynamoWorld, candidate_id: str, first_bad: int, *, project_chain: bool = False) -> None:
+def assert_caught(
+    world: DynamoWorld, candidate_id: str, first_bad: int, *, project_chain: bool = False
+) -> None:
     gate: Gate = world.gate
     ref = StreamRef(PROJECT, None if project_chain else candidate_id)
     # Then verification names the first event whose link no longer holds
@@ -139,7 +176,9 @@ def assert_caught(world: DynamoWorld, candidate_id: str, first_bad: int, *, proj
 def tampered(moto: Any, tables: Tables, finished: dict[str, Any]) -> Callable[..., tuple[DynamoWorld, Table]]:
     made: list[DynamoWorld] = []
 
-    def make(point: str = "end", candidate: str | None = None, chain: str = "candidate") -> tuple[DynamoWorld, Table]:
+    def make(
+        point: str = "end", candidate: str | None = None, chain: str = "candidate"
+    ) -> tuple[DynamoWorld, Table]:
         world = DynamoWorld(moto, tables, finished[point])
         made.append(world)
         cid = candidate or world.flow.candidate_id
@@ -152,8 +191,16 @@ def tampered(moto: Any, tables: Tables, finished: dict[str, Any]) -> Callable[..
 
 # ---- edited ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("field", "value"), [("actor", "mallory"), ("at", "2026-11-29T11:00:00.000000Z"),
-                                              ("type", "task.settled"), ("prev_hash", "0" * 64)])
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("actor", "mallory"),
+        ("at", "2026-11-29T11:00:00.000000Z"),
+        ("type", "task.settled"),
+        ("prev_hash", "0" * 64),
+    ],
+)
 def test_an_event_edited_in_place_is_named(tampered: Any, field: str, value: str) -> None:
     # Given the review event (seq 5) of a ready candidate edited in its item
     world, table = tampered()
@@ -209,6 +256,7 @@ def test_a_policy_fact_edited_on_the_project_chain_holds_every_candidate(tampere
 
 # ---- removed, reordered, inserted ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("seq", [1, 5, 8])
 def test_a_removed_event_is_named(tampered: Any, seq: int) -> None:
     # Given one event item deleted from the middle of the chain
@@ -238,10 +286,22 @@ def test_an_inserted_forged_event_is_named_where_the_chain_breaks(tampered: Any)
         item["sk"] = {"S": table.sk(seq + 1)}
         table.put(item)
     before = table.event(5)
-    forged_fact = canonical_text({"type": "review.recorded", "decision": "approve", "plan_digest": world.flow.digest,
-                                  "recorded_at": before["at"]})
-    forged = dict(before, seq=6, type="review.recorded", actor="mallory", prev_hash=before["hash"],
-                  payload_digest=fact_digest(forged_fact))
+    forged_fact = canonical_text(
+        {
+            "type": "review.recorded",
+            "decision": "approve",
+            "plan_digest": world.flow.digest,
+            "recorded_at": before["at"],
+        }
+    )
+    forged = dict(
+        before,
+        seq=6,
+        type="review.recorded",
+        actor="mallory",
+        prev_hash=before["hash"],
+        payload_digest=fact_digest(forged_fact),
+    )
     forged["hash"] = event_hash(forged)
     table.write_event(6, forged, forged_fact)
     table.move_head(length + 1, table.event(length + 1)["hash"])
@@ -260,7 +320,9 @@ def test_an_event_rehashed_without_its_successors_is_named_at_the_successor(tamp
     assert_caught(world, world.flow.candidate_id, 6)
 
 
-def test_a_fact_and_its_event_rewritten_without_the_successors_are_named_at_the_successor(tampered: Any) -> None:
+def test_a_fact_and_its_event_rewritten_without_the_successors_are_named_at_the_successor(
+    tampered: Any,
+) -> None:
     # Given the first evidence fact rewritten, its event's payload_digest and hash recomputed to match
     world, table = tampered()
     fact = table.fact(7)
@@ -274,6 +336,7 @@ def test_a_fact_and_its_event_rewritten_without_the_successors_are_named_at_the_
 
 
 # ---- cut or rewritten tails, and the checkpoints ---------------------------------------------------------
+
 
 def test_a_cut_tail_is_named_against_the_head(tampered: Any) -> None:
     # Given the last two events deleted, the head left as it was
@@ -295,7 +358,9 @@ def test_a_tail_cut_behind_the_newest_checkpoint_is_named(tampered: Any) -> None
     table.delete(table.sk(length - 1))
     table.move_head(length - 2, table.event(length - 2)["hash"])
     world.gate.checkpoints = None
-    alone = world.gate.audit(StreamRef(PROJECT, world.flow.candidate_id), AUDITOR, 500, None).as_json()["verification"]
+    alone = world.gate.audit(StreamRef(PROJECT, world.flow.candidate_id), AUDITOR, 500, None).as_json()[
+        "verification"
+    ]
     assert alone["valid"] is True
     # When the archive's newest checkpoint is consulted
     world.gate.checkpoints = archive
@@ -310,7 +375,9 @@ def test_a_rewritten_last_event_is_named_against_the_newest_checkpoint(tampered:
     with_checkpoints(world)
     length = table.length()
     last, before = table.event(length), table.event(length - 1)
-    forged_fact = canonical_text({"type": "decision.recorded", "decision": "ready", "recorded_at": last["at"]})
+    forged_fact = canonical_text(
+        {"type": "decision.recorded", "decision": "ready", "recorded_at": last["at"]}
+    )
     forged = dict(last, actor="mallory", payload_digest=fact_digest(forged_fact), prev_hash=before["hash"])
     forged["hash"] = event_hash(forged)
     table.write_event(length, forged, forged_fact)
@@ -319,12 +386,16 @@ def test_a_rewritten_last_event_is_named_against_the_newest_checkpoint(tampered:
     assert_caught(world, world.flow.candidate_id, length)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "LIMITATION src/sentinel_domain/ports.py Checkpoints.newest (and audit.AuditChain.verify): a chain "
-    "re-forged from seq 7 on, every hash recomputed and the head moved, is caught only by the newest "
-    "checkpoint, so verification names that checkpoint's seq (11) rather than the first forged event (7), "
-    "although the archive holds a checkpoint for every earlier head. Comparing against every archived "
-    "checkpoint (or the oldest one that disagrees) would name 7."))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "LIMITATION src/sentinel_domain/ports.py Checkpoints.newest (and audit.AuditChain.verify): a chain "
+        "re-forged from seq 7 on, every hash recomputed and the head moved, is caught only by the newest "
+        "checkpoint, so verification names that checkpoint's seq (11) rather than the first forged event (7), "
+        "although the archive holds a checkpoint for every earlier head. Comparing against every archived "
+        "checkpoint (or the oldest one that disagrees) would name 7."
+    ),
+)
 def test_a_chain_reforged_from_the_middle_is_named_at_the_first_forged_event(tampered: Any) -> None:
     # Given checkpoints of every head, then the first evidence fact rewritten and every later event rehashed
     world, table = tampered()
@@ -369,12 +440,22 @@ def test_a_chain_reforged_from_the_middle_is_caught_by_the_checkpoints(tampered:
 
 # ---- what a tampered chain must not be used for --------------------------------------------------------------
 
-def test_an_execution_on_a_chain_whose_rejection_was_edited_into_an_approval_is_refused(tampered: Any) -> None:
+
+def test_an_execution_on_a_chain_whose_rejection_was_edited_into_an_approval_is_refused(
+    tampered: Any,
+) -> None:
     # Given a plan the reviewer rejected, that rejection edited into an approval in its item, and the head's
     # approval expiry moved to match
     world, table = tampered("approvable")
-    assert outcome(lambda: world.gate.review(PROJECT, world.flow.candidate_id, REVIEWER_2, ReviewRequest(
-        decision="reject", plan_digest=world.flow.digest, revision=REV), None)).accepted
+    assert outcome(
+        lambda: world.gate.review(
+            PROJECT,
+            world.flow.candidate_id,
+            REVIEWER_2,
+            ReviewRequest(decision="reject", plan_digest=world.flow.digest, revision=REV),
+            None,
+        )
+    ).accepted
     seq = table.length()
     item = table.get(table.sk(seq))
     fact = json.loads(item["fact"]["S"])
@@ -402,8 +483,15 @@ def test_a_fact_that_is_not_json_is_answered_with_a_problem_on_every_route(tampe
     # return its recorded answer, acting on no fact)
     before = table.length()
     read = outcome(lambda: world.gate.get_candidate(PROJECT, world.flow.candidate_id, REQUESTER))
-    written = outcome(lambda: world.gate.review(PROJECT, world.flow.candidate_id, REVIEWER_2, ReviewRequest(
-        decision="reject", plan_digest=world.flow.digest, revision=REV), None))
+    written = outcome(
+        lambda: world.gate.review(
+            PROJECT,
+            world.flow.candidate_id,
+            REVIEWER_2,
+            ReviewRequest(decision="reject", plan_digest=world.flow.digest, revision=REV),
+            None,
+        )
+    )
     # Then both are refusals with a retryable code, never an unhandled error, and nothing was appended
     assert (read.code, written.code) == ("STATE_UNAVAILABLE", "STATE_UNAVAILABLE")
     assert table.length() == before

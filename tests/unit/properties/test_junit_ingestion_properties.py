@@ -17,13 +17,37 @@ from hypothesis import strategies as st
 
 from sentinel_domain.junit import JUnitSummary, MalformedJUnit, parse_junit
 
-SETTINGS = settings(max_examples=120, derandomize=True, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=120,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 # Element names a report may hold: the structure (weighted, so that passing reports are common too), every
 # marker (in odd capitals too) and filler.
-NAMES = ["testsuite", "testsuite", "testcase", "testcase", "testcase", "system-out", "failure", "error", "skipped", "flakyFailure", "flakyError", "rerunFailure",
-         "rerunError", "system-out", "properties", "property", "Failure", "SKIPPED", "x"]
+NAMES = [
+    "testsuite",
+    "testsuite",
+    "testcase",
+    "testcase",
+    "testcase",
+    "system-out",
+    "failure",
+    "error",
+    "skipped",
+    "flakyFailure",
+    "flakyError",
+    "rerunFailure",
+    "rerunError",
+    "system-out",
+    "properties",
+    "property",
+    "Failure",
+    "SKIPPED",
+    "x",
+]
 # Text XML can carry (no controls, surrogates or noncharacters): what is not XML is the mutation tests' job.
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc", "Cn")), max_size=8)
 ATTRIBUTES = {
@@ -36,16 +60,25 @@ ATTRIBUTES = {
 
 
 def element(children: st.SearchStrategy) -> st.SearchStrategy:
-    return st.tuples(st.sampled_from(NAMES), st.dictionaries(st.sampled_from(sorted(ATTRIBUTES)),
-                                                             st.just(""), max_size=2).flatmap(
-        lambda keys: st.fixed_dictionaries({k: ATTRIBUTES[k] for k in keys})), st.lists(children, max_size=4),
-        TEXT)
+    return st.tuples(
+        st.sampled_from(NAMES),
+        st.dictionaries(st.sampled_from(sorted(ATTRIBUTES)), st.just(""), max_size=2).flatmap(
+            lambda keys: st.fixed_dictionaries({k: ATTRIBUTES[k] for k in keys})
+        ),
+        st.lists(children, max_size=4),
+        TEXT,
+    )
 
 
-TREES = st.recursive(st.tuples(st.sampled_from(NAMES), st.just({}), st.just([]), TEXT), element,
-                     max_leaves=12)
-ROOTS = st.tuples(st.sampled_from(["testsuites", "testsuite", "testsuites", "testsuite", "testcase"]),
-                  st.just({}), st.lists(TREES, max_size=5), TEXT)
+TREES = st.recursive(
+    st.tuples(st.sampled_from(NAMES), st.just({}), st.just([]), TEXT), element, max_leaves=12
+)
+ROOTS = st.tuples(
+    st.sampled_from(["testsuites", "testsuite", "testsuites", "testsuite", "testcase"]),
+    st.just({}),
+    st.lists(TREES, max_size=5),
+    TEXT,
+)
 
 
 def render(node) -> str:
@@ -58,8 +91,18 @@ def render(node) -> str:
 
 FAILED_WORDS = {"fail", "failed", "failure"}
 ERRORED_WORDS = {"error", "errored"}
-NOT_RUN_WORDS = {"skip", "skipped", "notrun", "not_run", "not-run", "disabled", "ignored", "pending",
-                 "suppressed", "filtered"}
+NOT_RUN_WORDS = {
+    "skip",
+    "skipped",
+    "notrun",
+    "not_run",
+    "not-run",
+    "disabled",
+    "ignored",
+    "pending",
+    "suppressed",
+    "filtered",
+}
 
 
 def oracle(text: str) -> JUnitSummary:
@@ -129,10 +172,16 @@ def test_a_generated_report_is_counted_as_the_oracle_counts_it(root):
     assert summary == oracle(text)
 
 
-MUTATIONS = st.lists(st.tuples(st.sampled_from(["delete", "insert", "duplicate", "truncate"]),
-                               st.floats(0, 1), st.floats(0, 1),
-                               st.text(alphabet='<>/&;"\'=!?[]-x \x00\ud800DOCTYPEENTITYfailure', max_size=12)),
-                     min_size=1, max_size=4)
+MUTATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["delete", "insert", "duplicate", "truncate"]),
+        st.floats(0, 1),
+        st.floats(0, 1),
+        st.text(alphabet="<>/&;\"'=!?[]-x \x00\ud800DOCTYPEENTITYfailure", max_size=12),
+    ),
+    min_size=1,
+    max_size=4,
+)
 
 
 def mutate(text: str, mutations) -> str:
@@ -175,8 +224,9 @@ def test_arbitrary_text_never_escapes_as_anything_but_a_refusal_or_a_safe_summar
     holds(summary)
 
 
-SUITES = st.lists(st.tuples(st.just("testsuite"), st.just({}), st.lists(TREES, max_size=3), TEXT),
-                  min_size=2, max_size=4)
+SUITES = st.lists(
+    st.tuples(st.just("testsuite"), st.just({}), st.lists(TREES, max_size=3), TEXT), min_size=2, max_size=4
+)
 
 
 @settings(SETTINGS, max_examples=60)
@@ -200,8 +250,14 @@ def test_reordering_suites_never_changes_the_counts(suites, rnd):
 
 
 @SETTINGS
-@given(st.lists(st.sampled_from(["<testcase/>", "<testcase><skipped/></testcase>",
-                                 "<testcase><flakyFailure/></testcase>"]), max_size=6))
+@given(
+    st.lists(
+        st.sampled_from(
+            ["<testcase/>", "<testcase><skipped/></testcase>", "<testcase><flakyFailure/></testcase>"]
+        ),
+        max_size=6,
+    )
+)
 def test_without_a_failure_a_report_passes_exactly_when_a_test_executed(cases):
     # Given cases that passed, were skipped, or passed on rerun, and nothing else
     summary = parse_junit("<testsuite>" + "".join(cases) + "</testsuite>")

@@ -13,31 +13,42 @@ from hypothesis import strategies as st
 
 from sentinel_domain.openapi import MalformedOpenApi, diff_openapi, load_document
 
-SETTINGS = settings(max_examples=120, derandomize=True, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=120,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 # Constraints whose effect is a pure narrowing or widening of the accepted values (no special cases such as
 # a property removed, which breaks either side, or a default, which only matters to senders).
 TYPES = st.sampled_from(["string", "integer", "number", "boolean"])
-CONSTRAINTS = st.fixed_dictionaries({}, optional={
-    "type": TYPES,
-    "nullable": st.booleans(),
-    "enum": st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3, unique=True),
-    "minimum": st.integers(-2, 2),
-    "maximum": st.integers(-2, 2),
-    "exclusiveMinimum": st.booleans(),
-    "maxLength": st.integers(0, 3),
-    "minLength": st.integers(0, 3),
-    "pattern": st.sampled_from(["^a", "^b"]),
-    "format": st.sampled_from(["uuid", "date"]),
-    "uniqueItems": st.booleans(),
-})
+CONSTRAINTS = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": TYPES,
+        "nullable": st.booleans(),
+        "enum": st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3, unique=True),
+        "minimum": st.integers(-2, 2),
+        "maximum": st.integers(-2, 2),
+        "exclusiveMinimum": st.booleans(),
+        "maxLength": st.integers(0, 3),
+        "minLength": st.integers(0, 3),
+        "pattern": st.sampled_from(["^a", "^b"]),
+        "format": st.sampled_from(["uuid", "date"]),
+        "uniqueItems": st.booleans(),
+    },
+)
 
 
 def with_schema(schema: dict, where: str) -> dict:
     body = {"content": {"application/json": {"schema": schema}}}
-    operation = ({"requestBody": body, "responses": {"200": {"description": "ok"}}} if where == "request"
-                 else {"responses": {"200": {"description": "ok", **body}}})
+    operation = (
+        {"requestBody": body, "responses": {"200": {"description": "ok"}}}
+        if where == "request"
+        else {"responses": {"200": {"description": "ok", **body}}}
+    )
     return {"openapi": "3.0.3", "paths": {"/a": {"post": operation}}}
 
 
@@ -65,9 +76,10 @@ def test_a_schema_compared_with_itself_has_no_change(schema):
 # would test the dumper, not the reader.
 PRINTABLE = st.text(alphabet=st.characters(exclude_categories=("Cc", "Cs", "Zl", "Zp")), max_size=6)
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | PRINTABLE,
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | PRINTABLE,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(PRINTABLE, children, max_size=4),
-    max_leaves=20)
+    max_leaves=20,
+)
 
 
 @SETTINGS

@@ -81,12 +81,18 @@ ROB_AGENT = actor("agent-rob", "agent", "requester", sponsor=REVIEWER_2.id)
 SUBJECT = "payments"
 BASE = "b" * 40
 REVISIONS = ["a" * 40, "c" * 64, "A" * 40, "main"]  # "A"*40 folds to "a"*40; "main" is a branch name
-FILE_SETS = [("services/payments/api.py",), ("docs/guide.md",), ("services/payments/api.py", "docs/guide.md"),
-             ("scripts/release.sh",), ()]
+FILE_SETS = [
+    ("services/payments/api.py",),
+    ("docs/guide.md",),
+    ("services/payments/api.py", "docs/guide.md"),
+    ("scripts/release.sh",),
+    (),
+]
 POLICIES = {"unit-tests": UNIT_POLICY, "lint": LINT_POLICY}
 
 
 # ---- the oracle's own primitives (RFC 8785 + SHA-256, as DOMAIN.md defines them) ------------------------
+
 
 def sha(value: Any) -> str:
     return hashlib.sha256(rfc8785.dumps(value)).hexdigest()
@@ -116,6 +122,7 @@ def covers(scopes: list[str], scope: str) -> bool:
 
 
 # ---- the model: what the gate accepted, as sent, in arrival order -----------------------------------------
+
 
 @dataclass
 class PlanV:
@@ -196,7 +203,8 @@ class Model:
     def __init__(self, start: datetime) -> None:
         self.configs: list[tuple[datetime, dict[str, Any]]] = [(start, copy.deepcopy(CONFIG))]
         self.policies: dict[str, list[tuple[datetime, dict[str, Any]]]] = {
-            pid: [(start, copy.deepcopy(p))] for pid, p in POLICIES.items()}
+            pid: [(start, copy.deepcopy(p))] for pid, p in POLICIES.items()
+        }
         self.candidates: dict[str, Candidate] = {}
         self.project_writes = 4  # created, two policies, the configuration (tests/support/world.py)
         self.compromised_at: datetime | None = None
@@ -217,7 +225,7 @@ class Model:
         sponsors (rule 12: a re-submitted digest counts its re-submitter too)."""
         versions = [n for n, p in enumerate(c.plans) if p.digest == digest]
         last = versions[-1] if versions else len(c.plans) - 1
-        people = [c.creator, *(p.author for p in c.plans[:last + 1])]
+        people = [c.creator, *(p.author for p in c.plans[: last + 1])]
         return frozenset({x.id for x in people} | {x.sponsor for x in people if x.sponsor})
 
     # ---- rules 11 to 14 -------------------------------------------------------------------------------
@@ -226,8 +234,14 @@ class Model:
         plan = c.plan(t)
         if plan is None:
             return False
-        mine = [r for r in c.reviews if r.at <= t and r.digest == plan.digest
-                and r.reviewer.kind == "human" and "reviewer" in r.reviewer.roles]
+        mine = [
+            r
+            for r in c.reviews
+            if r.at <= t
+            and r.digest == plan.digest
+            and r.reviewer.kind == "human"
+            and "reviewer" in r.reviewer.roles
+        ]
         if any(r.decision == "reject" for r in mine):
             return False
         newest: dict[str, datetime] = {}
@@ -240,8 +254,9 @@ class Model:
     # ---- rules 7 to 10 --------------------------------------------------------------------------------
 
     def trusted(self, e: Evidence, t: datetime) -> bool:
-        return e.trusted_at_write and not (self.compromised_at is not None and e.publisher.id == CI.id
-                                           and self.compromised_at <= t)
+        return e.trusted_at_write and not (
+            self.compromised_at is not None and e.publisher.id == CI.id and self.compromised_at <= t
+        )
 
     def satisfied(self, c: Candidate, check: dict[str, Any], oid: str, t: datetime) -> bool:
         entry = self.policy(check["policy_ref"], t)
@@ -249,11 +264,21 @@ class Model:
         if entry is None or obligation is None:
             return False
         version, policy = entry
-        deciding = [e for e in c.evidence if e.recorded <= t and e.check_id == check["check_id"]
-                    and e.binding is not None and oid in e.binding[0] and e.binding[1] == check["policy_ref"]
-                    and e.binding[2] == version and self.trusted(e, t) and e.subject == SUBJECT
-                    and e.revision == c.revision and e.environment == c.environment
-                    and covers(e.scope, obligation[1])]
+        deciding = [
+            e
+            for e in c.evidence
+            if e.recorded <= t
+            and e.check_id == check["check_id"]
+            and e.binding is not None
+            and oid in e.binding[0]
+            and e.binding[1] == check["policy_ref"]
+            and e.binding[2] == version
+            and self.trusted(e, t)
+            and e.subject == SUBJECT
+            and e.revision == c.revision
+            and e.environment == c.environment
+            and covers(e.scope, obligation[1])
+        ]
         if not deciding:
             return False
         newest = max(deciding, key=lambda e: (e.observed, e.recorded, e.seq))
@@ -262,7 +287,9 @@ class Model:
         return newest.outcome == "pass" and 0 <= age < policy["max_evidence_age_seconds"] and enough
 
     def task_passes(self, c: Candidate, digest: str, task_id: str, t: datetime | None = None) -> bool:
-        reports = [r for r in c.reports if r.digest == digest and r.task_id == task_id and (t is None or r.at <= t)]
+        reports = [
+            r for r in c.reports if r.digest == digest and r.task_id == task_id and (t is None or r.at <= t)
+        ]
         return bool(reports) and reports[-1].passes
 
     # ---- rule 1: ready if and only if nothing is unproven ---------------------------------------------
@@ -283,12 +310,15 @@ class Model:
             if not self.task_passes(c, plan.digest, task["task_id"], t):
                 return False
             if config["settlement_required"] and not any(
-                    d == plan.digest and task_id == task["task_id"] and at <= t for d, task_id, at in c.settlements):
+                d == plan.digest and task_id == task["task_id"] and at <= t
+                for d, task_id, at in c.settlements
+            ):
                 return False
         return set(obligations) <= covered
 
 
 # ---- request shapes ---------------------------------------------------------------------------------------
+
 
 def junit(kind: str) -> tuple[str, str, int]:
     """(body, outcome, executed tests) for one kind of JUnit report."""
@@ -296,7 +326,11 @@ def junit(kind: str) -> tuple[str, str, int]:
     return {
         "pass1": (f"<testsuite>{case.format(1)}</testsuite>", "pass", 1),
         "pass3": ("<testsuite>" + "".join(case.format(n) for n in range(3)) + "</testsuite>", "pass", 3),
-        "fail": (f'<testsuite>{case.format(1)}<testcase name="x"><failure/></testcase></testsuite>', "fail", 2),
+        "fail": (
+            f'<testsuite>{case.format(1)}<testcase name="x"><failure/></testcase></testsuite>',
+            "fail",
+            2,
+        ),
         "skipped": ('<testsuite><testcase name="s"><skipped/></testcase></testsuite>', "unknown", 0),
         "flaky": ('<testsuite><testcase name="f"><flakyFailure/></testcase></testsuite>', "pass", 1),
     }[kind]
@@ -316,16 +350,36 @@ def build_plan(obligations: dict[str, tuple[str, str]], shape: str, salt: int = 
     tasks = []
     for n, (policy, oids, scope) in enumerate(units, 1):
         command = ("pytest -q " if policy == "unit-tests" else "ruff check ") + scope
-        tasks.append({"task_id": f"T{n}", "title": f"Prove {policy}", "files": [],
-                      "depends_on": [f"T{n - 1}"] if shape == "chained" and n > 1 else [],
-                      "checks": [{"check_id": f"C{n}", "policy_ref": policy, "command": command,
-                                  "expected_exit_code": 0, "covers": oids, "assertions": []}]})
-    actions = [{"action_id": "A1", "type": "dispatch_checks", "params": {"checks": [f"C{n}" for n in
-                                                                                  range(1, len(tasks) + 1)]},
-                "max_executions": salt}]
+        tasks.append(
+            {
+                "task_id": f"T{n}",
+                "title": f"Prove {policy}",
+                "files": [],
+                "depends_on": [f"T{n - 1}"] if shape == "chained" and n > 1 else [],
+                "checks": [
+                    {
+                        "check_id": f"C{n}",
+                        "policy_ref": policy,
+                        "command": command,
+                        "expected_exit_code": 0,
+                        "covers": oids,
+                        "assertions": [],
+                    }
+                ],
+            }
+        )
+    actions = [
+        {
+            "action_id": "A1",
+            "type": "dispatch_checks",
+            "params": {"checks": [f"C{n}" for n in range(1, len(tasks) + 1)]},
+            "max_executions": salt,
+        }
+    ]
     if shape == "notify":
-        actions.append({"action_id": "N1", "type": "notify", "params": {"channel": "release-room"},
-                        "max_executions": 2})
+        actions.append(
+            {"action_id": "N1", "type": "notify", "params": {"channel": "release-room"}, "max_executions": 2}
+        )
     return {"tasks": tasks, "actions": actions}
 
 
@@ -353,13 +407,20 @@ def snapshot(world: World) -> Any:
 def unchanged(before: Any, after: Any) -> bool:
     chains_before, *tables_before = before
     chains_after, *tables_after = after
-    return chains_before.keys() == chains_after.keys() and all(
-        chains_after[ref][0] is stream and list(chains_after[ref][1:]) == rest
-        for ref, (stream, *rest) in chains_before.items()) and tables_before == tables_after
+    return (
+        chains_before.keys() == chains_after.keys()
+        and all(
+            chains_after[ref][0] is stream and list(chains_after[ref][1:]) == rest
+            for ref, (stream, *rest) in chains_before.items()
+        )
+        and tables_before == tables_after
+    )
 
 
 class Outcome:
-    def __init__(self, status: int | None, code: str | None, body: dict[str, Any] | None, replayed: bool = False):
+    def __init__(
+        self, status: int | None, code: str | None, body: dict[str, Any] | None, replayed: bool = False
+    ):
         self.status, self.code, self.body, self.replayed = status, code, body, replayed
 
     @property
@@ -432,24 +493,32 @@ class GateMachine(RuleBasedStateMachine):
 
     # ---- the project: policies, configuration, a compromised publisher ---------------------------------
 
-    @rule(who=st.sampled_from([ADMIN, ADMIN, AUDITOR, HUMAN_REQUESTER]), pid=st.sampled_from(["unit-tests", "lint"]),
-          change=st.sampled_from(["min_tests", "max_age"]))
+    @rule(
+        who=st.sampled_from([ADMIN, ADMIN, AUDITOR, HUMAN_REQUESTER]),
+        pid=st.sampled_from(["unit-tests", "lint"]),
+        change=st.sampled_from(["min_tests", "max_age"]),
+    )
     def amend_policy(self, who: Any, pid: str, change: str) -> None:
         _version, current = self.model.policy(pid)
         amended = dict(current)
         if change == "min_tests" and pid == "unit-tests":
             amended["min_tests"] = 3 if current["min_tests"] == 1 else 1
         else:
-            amended["max_evidence_age_seconds"] = 7200 if current["max_evidence_age_seconds"] != 7200 else 3600
+            amended["max_evidence_age_seconds"] = (
+                7200 if current["max_evidence_age_seconds"] != 7200 else 3600
+            )
         out = self.call(None, lambda: self.gate.put_policy(PROJECT, pid, who, Policy.model_validate(amended)))
         assert out.accepted == ("admin" in who.roles), out.code
         if out.accepted:
             self.model.policies[pid].append((self.now, amended))
             self.model.project_writes += 1
 
-    @rule(who=st.sampled_from([ADMIN, ADMIN, REVIEWER]),
-          change=st.sampled_from(["approvals_2", "approvals_1", "settlement", "no_settlement", "short_ttl",
-                                  "no_notify", "base"]))
+    @rule(
+        who=st.sampled_from([ADMIN, ADMIN, REVIEWER]),
+        change=st.sampled_from(
+            ["approvals_2", "approvals_1", "settlement", "no_settlement", "short_ttl", "no_notify", "base"]
+        ),
+    )
     def set_config(self, who: Any, change: str) -> None:
         config = copy.deepcopy(self.model.config())
         if change.startswith("approvals"):
@@ -463,8 +532,10 @@ class GateMachine(RuleBasedStateMachine):
         else:
             config = copy.deepcopy(CONFIG)
         version = len(self.model.configs)
-        out = self.call(None, lambda: self.gate.put_config(PROJECT, who, ProjectConfig.model_validate(config),
-                                                           f'"{version}"'))
+        out = self.call(
+            None,
+            lambda: self.gate.put_config(PROJECT, who, ProjectConfig.model_validate(config), f'"{version}"'),
+        )
         assert out.accepted == ("admin" in who.roles), out.code
         if out.accepted:
             self.model.configs.append((self.now, config))
@@ -477,7 +548,9 @@ class GateMachine(RuleBasedStateMachine):
             return
         # The operator's CLI records the revocation on the project chain (local/cli.py); the authorizer
         # refuses the principal from then on.
-        self.gate.record_project_event(PROJECT, "principal.revoked", {"principal_id": CI.id, "compromised": True})
+        self.gate.record_project_event(
+            PROJECT, "principal.revoked", {"principal_id": CI.id, "compromised": True}
+        )
         self.model.compromised_at = self.now
         self.model.project_writes += 1
 
@@ -493,18 +566,31 @@ class GateMachine(RuleBasedStateMachine):
             self.step_towards_ready(c, (CI, "pass3", 0, "exact", "right", "k1"))
 
     @precondition(lambda self: len(self.model.candidates) < 3)
-    @rule(files=st.sampled_from(FILE_SETS),
-          who=st.sampled_from([REQUESTER, REQUESTER, HUMAN_REQUESTER, SAM, ROB_AGENT, CI, UNTRUSTED_CI, REVIEWER,
-                               OUTSIDER]),
-          revision=st.sampled_from(REVISIONS), environment=st.sampled_from(["staging", "staging", "production", "qa"]))
+    @rule(
+        files=st.sampled_from(FILE_SETS),
+        who=st.sampled_from(
+            [REQUESTER, REQUESTER, HUMAN_REQUESTER, SAM, ROB_AGENT, CI, UNTRUSTED_CI, REVIEWER, OUTSIDER]
+        ),
+        revision=st.sampled_from(REVISIONS),
+        environment=st.sampled_from(["staging", "staging", "production", "qa"]),
+    )
     def create_candidate(self, files: tuple[str, ...], who: Any, revision: str, environment: str) -> None:
         if not self.live(who):
             return
-        request = CandidateRequest.model_validate({"subject": SUBJECT, "base_revision": BASE, "revision": revision,
-                                                   "environment": environment, "change": {"files": list(files)}})
+        request = CandidateRequest.model_validate(
+            {
+                "subject": SUBJECT,
+                "base_revision": BASE,
+                "revision": revision,
+                "environment": environment,
+                "change": {"files": list(files)},
+            }
+        )
         out = self.call("new", lambda: self.gate.create_candidate(PROJECT, who, request, None))
         folded = revision.lower()
-        taken = any(c.revision == folded and c.environment == environment for c in self.model.candidates.values())
+        taken = any(
+            c.revision == folded and c.environment == environment for c in self.model.candidates.values()
+        )
         if not who.roles:
             expected = "NOT_FOUND"
         elif not {"requester", "publisher"} & set(who.roles):
@@ -520,19 +606,27 @@ class GateMachine(RuleBasedStateMachine):
         assert out.code == expected, (out.code, expected)
         if out.accepted:
             derived = derive(files)
-            assert {o["obligation_id"]: (o["policy_id"], o["scope"]) for o in out.body["obligations"]} == derived
+            assert {
+                o["obligation_id"]: (o["policy_id"], o["scope"]) for o in out.body["obligations"]
+            } == derived
             c = Candidate(out.body["candidate_id"], folded, environment, who)
             c.contexts.append((self.now, self.attests(who), derived))
             c.writes = 1
             self.model.candidates[c.cid] = c
 
     def attests(self, who: Any) -> bool:
-        return who.kind == "ci" and "publisher" in who.roles and who.id in self.model.config()[
-            "change_context_publishers"]
+        return (
+            who.kind == "ci"
+            and "publisher" in who.roles
+            and who.id in self.model.config()["change_context_publishers"]
+        )
 
     @precondition(has_candidates)
-    @rule(index=st.integers(0, 2), files=st.sampled_from(FILE_SETS),
-          who=st.sampled_from([CI, CI, UNTRUSTED_CI, REQUESTER, AUDITOR]))
+    @rule(
+        index=st.integers(0, 2),
+        files=st.sampled_from(FILE_SETS),
+        who=st.sampled_from([CI, CI, UNTRUSTED_CI, REQUESTER, AUDITOR]),
+    )
     def add_change_context(self, index: int, files: tuple[str, ...], who: Any) -> None:
         self.context(self.pick(index), files, who)
 
@@ -550,8 +644,11 @@ class GateMachine(RuleBasedStateMachine):
 
     def if_match(self, c: Candidate, choice: str) -> str | None:
         current = c.plan()
-        return {"current": f'"{current.digest}"' if current else None, "none": None, "stale": '"' + "0" * 64 + '"'
-                }[choice]
+        return {
+            "current": f'"{current.digest}"' if current else None,
+            "none": None,
+            "stale": '"' + "0" * 64 + '"',
+        }[choice]
 
     def expected_if_match(self, c: Candidate, header: str | None) -> str | None:
         current = c.plan()
@@ -560,8 +657,11 @@ class GateMachine(RuleBasedStateMachine):
         return None if header == f'"{current.digest}"' else "VERSION_CONFLICT"
 
     @precondition(has_candidates)
-    @rule(index=st.integers(0, 2), who=st.sampled_from([REQUESTER, SAM, HUMAN_REQUESTER, CI, REVIEWER]),
-          if_match=st.sampled_from(["current", "current", "none", "stale"]))
+    @rule(
+        index=st.integers(0, 2),
+        who=st.sampled_from([REQUESTER, SAM, HUMAN_REQUESTER, CI, REVIEWER]),
+        if_match=st.sampled_from(["current", "current", "none", "stale"]),
+    )
     def propose(self, index: int, who: Any, if_match: str) -> None:
         c = self.pick(index)
         if not self.live(who):
@@ -584,10 +684,15 @@ class GateMachine(RuleBasedStateMachine):
         c.writes += 1
 
     @precondition(has_candidates)
-    @rule(index=st.integers(0, 2), who=st.sampled_from([REQUESTER, REQUESTER, SAM, ROB_AGENT, REVIEWER]),
-          shape=st.sampled_from(["per_obligation", "per_obligation", "per_policy", "chained", "notify",
-                                 "uncovered"]),
-          if_match=st.sampled_from(["current", "current", "current", "none", "stale"]), salt=st.integers(1, 2))
+    @rule(
+        index=st.integers(0, 2),
+        who=st.sampled_from([REQUESTER, REQUESTER, SAM, ROB_AGENT, REVIEWER]),
+        shape=st.sampled_from(
+            ["per_obligation", "per_obligation", "per_policy", "chained", "notify", "uncovered"]
+        ),
+        if_match=st.sampled_from(["current", "current", "current", "none", "stale"]),
+        salt=st.integers(1, 2),
+    )
     def put_plan(self, index: int, who: Any, shape: str, if_match: str, salt: int) -> None:
         self.store_plan(self.pick(index), who, shape, if_match, salt)
 
@@ -596,8 +701,11 @@ class GateMachine(RuleBasedStateMachine):
         plan = build_plan(obligations, shape, salt)
         header = self.if_match(c, if_match)
         out = self.call(c.cid, lambda: self.gate.put_plan(PROJECT, c.cid, who, plan, header))
-        broken = not plan["tasks"] or shape == "uncovered" or (
-            shape == "notify" and "notify" not in self.model.config()["allowed_action_types"])
+        broken = (
+            not plan["tasks"]
+            or shape == "uncovered"
+            or (shape == "notify" and "notify" not in self.model.config()["allowed_action_types"])
+        )
         if "requester" not in who.roles:
             expected = "FORBIDDEN_ROLE"
         else:
@@ -617,17 +725,22 @@ class GateMachine(RuleBasedStateMachine):
         return current.digest if current and choice != "garbage" else "f" * 64
 
     @precondition(has_candidates)
-    @rule(index=st.integers(0, 2),
-          who=st.sampled_from([REVIEWER, REVIEWER, REVIEWER_2, SAM, REQUESTER, CI, HUMAN_REQUESTER, ADMIN,
-                               OUTSIDER]),
-          decision=st.sampled_from(["approve", "approve", "approve", "reject"]),
-          digest=st.sampled_from(["current", "current", "current", "stale", "garbage"]),
-          revision=st.sampled_from(["own", "own", "upper", "other"]))
+    @rule(
+        index=st.integers(0, 2),
+        who=st.sampled_from(
+            [REVIEWER, REVIEWER, REVIEWER_2, SAM, REQUESTER, CI, HUMAN_REQUESTER, ADMIN, OUTSIDER]
+        ),
+        decision=st.sampled_from(["approve", "approve", "approve", "reject"]),
+        digest=st.sampled_from(["current", "current", "current", "stale", "garbage"]),
+        revision=st.sampled_from(["own", "own", "upper", "other"]),
+    )
     def review(self, index: int, who: Any, decision: str, digest: str, revision: str) -> None:
         c = self.pick(index)
         self.send_review(c, who, decision, self.digest_choice(c, digest), revision)
 
-    def send_review(self, c: Candidate, who: Any, decision: str, digest: str, revision: str = "own") -> Outcome:
+    def send_review(
+        self, c: Candidate, who: Any, decision: str, digest: str, revision: str = "own"
+    ) -> Outcome:
         if not self.live(who):
             return Outcome(None, "GATEWAY", None)
         named = {"own": c.revision, "upper": c.revision.upper(), "other": "e" * 40}[revision]
@@ -654,14 +767,19 @@ class GateMachine(RuleBasedStateMachine):
         assert out.code == expected, (out.code, expected)
         if out.accepted:
             ttl = self.model.config()["approval_ttl_seconds"]
-            c.reviews.append(Review(who, decision, digest, self.now, self.now + timedelta(seconds=ttl), excluded))
+            c.reviews.append(
+                Review(who, decision, digest, self.now, self.now + timedelta(seconds=ttl), excluded)
+            )
             c.writes += 1
         return out
 
     @precondition(has_candidates)
-    @rule(index=st.integers(0, 2), task=st.sampled_from(["T1", "T2", "T3"]),
-          who=st.sampled_from([REVIEWER, SAM, REQUESTER, CI, HUMAN_REQUESTER]),
-          digest=st.sampled_from(["current", "current", "stale"]))
+    @rule(
+        index=st.integers(0, 2),
+        task=st.sampled_from(["T1", "T2", "T3"]),
+        who=st.sampled_from([REVIEWER, SAM, REQUESTER, CI, HUMAN_REQUESTER]),
+        digest=st.sampled_from(["current", "current", "stale"]),
+    )
     def settle(self, index: int, task: str, who: Any, digest: str) -> None:
         c = self.pick(index)
         self.send_settlement(c, task, who, self.digest_choice(c, digest))
@@ -669,8 +787,10 @@ class GateMachine(RuleBasedStateMachine):
     def send_settlement(self, c: Candidate, task: str, who: Any, digest: str) -> None:
         if not self.live(who):
             return
-        out = self.call(c.cid, lambda: self.gate.settle(PROJECT, c.cid, task, who,
-                                                        SettlementRequest(plan_digest=digest), None))
+        out = self.call(
+            c.cid,
+            lambda: self.gate.settle(PROJECT, c.cid, task, who, SettlementRequest(plan_digest=digest), None),
+        )
         current = c.plan()
         tasks = [t["task_id"] for t in current.plan["tasks"]] if current else []
         if who.kind == "agent":
@@ -695,20 +815,27 @@ class GateMachine(RuleBasedStateMachine):
     # ---- actions ----------------------------------------------------------------------------------------
 
     @precondition(has_candidates)
-    @rule(index=st.integers(0, 2), action=st.sampled_from(["A1", "A1", "A1", "N1", "X9"]),
-          who=st.sampled_from([REQUESTER, REQUESTER, HUMAN_REQUESTER, CI, REVIEWER]),
-          key=st.sampled_from(["k1", "k2", "k3", None]),
-          digest=st.sampled_from(["current", "current", "current", "stale"]),
-          params=st.sampled_from(["declared", "declared", "declared", "other"]))
+    @rule(
+        index=st.integers(0, 2),
+        action=st.sampled_from(["A1", "A1", "A1", "N1", "X9"]),
+        who=st.sampled_from([REQUESTER, REQUESTER, HUMAN_REQUESTER, CI, REVIEWER]),
+        key=st.sampled_from(["k1", "k2", "k3", None]),
+        digest=st.sampled_from(["current", "current", "current", "stale"]),
+        params=st.sampled_from(["declared", "declared", "declared", "other"]),
+    )
     def execute(self, index: int, action: str, who: Any, key: str | None, digest: str, params: str) -> None:
         c = self.pick(index)
         self.send_execution(c, action, who, key, self.digest_choice(c, digest), params)
 
-    def send_execution(self, c: Candidate, action: str, who: Any, key: str | None, digest: str, params: str) -> None:
+    def send_execution(
+        self, c: Candidate, action: str, who: Any, key: str | None, digest: str, params: str
+    ) -> None:
         if not self.live(who):
             return
         current = c.plan()
-        declared = next((a for a in current.plan["actions"] if a["action_id"] == action), None) if current else None
+        declared = (
+            next((a for a in current.plan["actions"] if a["action_id"] == action), None) if current else None
+        )
         sent = declared["params"] if declared and params == "declared" else {"checks": ["C9"]}
         request = ExecutionRequest(plan_digest=digest, params=sent)
         before = len(self.world.store.outbox)
@@ -723,7 +850,10 @@ class GateMachine(RuleBasedStateMachine):
         record = self.model.keys.get((c.cid, action, key or ""))
         if record is not None and code is None and result.replayed:
             # Rule 17: the same key, caller and request replays the first success and causes nothing.
-            assert (record[0], record[1]) == (who.id, request.model_dump(mode="json")) and result.as_json() == record[2]
+            assert (record[0], record[1]) == (
+                who.id,
+                request.model_dump(mode="json"),
+            ) and result.as_json() == record[2]
             assert grown == 0
             return
         if code is not None:
@@ -749,41 +879,62 @@ class GateMachine(RuleBasedStateMachine):
     # ---- evidence and reports ---------------------------------------------------------------------------
 
     @precondition(has_candidates)
-    @rule(index=st.integers(0, 2), check=st.sampled_from(["C1", "C1", "C2", "C3", "C9"]),
-          who=st.sampled_from([CI, CI, CI, UNTRUSTED_CI, REQUESTER, HUMAN_REQUESTER, REVIEWER]),
-          report=st.sampled_from(["pass3", "pass3", "pass1", "fail", "skipped", "flaky", "exit0", "exit1"]),
-          offset=st.sampled_from([0, 0, -60, -3599, -3600, -86399, -86400, 300, 301]),
-          scope=st.sampled_from(["exact", "exact", "exact", "wide", "narrow"]),
-          binding=st.sampled_from(["right", "right", "right", "right", "revision", "environment", "subject"]))
-    def post_evidence(self, index: int, check: str, who: Any, report: str, offset: int, scope: str,
-                      binding: str) -> None:
+    @rule(
+        index=st.integers(0, 2),
+        check=st.sampled_from(["C1", "C1", "C2", "C3", "C9"]),
+        who=st.sampled_from([CI, CI, CI, UNTRUSTED_CI, REQUESTER, HUMAN_REQUESTER, REVIEWER]),
+        report=st.sampled_from(["pass3", "pass3", "pass1", "fail", "skipped", "flaky", "exit0", "exit1"]),
+        offset=st.sampled_from([0, 0, -60, -3599, -3600, -86399, -86400, 300, 301]),
+        scope=st.sampled_from(["exact", "exact", "exact", "wide", "narrow"]),
+        binding=st.sampled_from(["right", "right", "right", "right", "revision", "environment", "subject"]),
+    )
+    def post_evidence(
+        self, index: int, check: str, who: Any, report: str, offset: int, scope: str, binding: str
+    ) -> None:
         self.send_evidence(self.pick(index), check, who, report, offset, scope, binding)
 
-    def send_evidence(self, c: Candidate, check_id: str, who: Any, report: str, offset: int, scope: str,
-                      binding: str) -> None:
+    def send_evidence(
+        self, c: Candidate, check_id: str, who: Any, report: str, offset: int, scope: str, binding: str
+    ) -> None:
         if not self.live(who):
             return
         current = c.plan()
         check = find_check(current, check_id)
         obligations = c.obligations(self.now)
-        exact = sorted({obligations[o][1] for o in (check["covers"] if check else []) if o in obligations}) or [
-            "payments-api"]
-        scopes = {"exact": exact, "wide": ["docs", "payments-api", "scripts", "services"],
-                  "narrow": [s + "/deeper" for s in exact]}[scope]
+        exact = sorted(
+            {obligations[o][1] for o in (check["covers"] if check else []) if o in obligations}
+        ) or ["payments-api"]
+        scopes = {
+            "exact": exact,
+            "wide": ["docs", "payments-api", "scripts", "services"],
+            "narrow": [s + "/deeper" for s in exact],
+        }[scope]
         observed = self.now + timedelta(seconds=offset)
         body: dict[str, Any] = {
-            "check_id": check_id, "subject": "billing" if binding == "subject" else SUBJECT,
+            "check_id": check_id,
+            "subject": "billing" if binding == "subject" else SUBJECT,
             "revision": "d" * 40 if binding == "revision" else c.revision,
             "environment": ("production" if c.environment == "staging" else "staging")
-            if binding == "environment" else c.environment,
-            "scope": scopes, "observed_at": format_time(observed), "source": {"system": "ci", "url": ""}}
+            if binding == "environment"
+            else c.environment,
+            "scope": scopes,
+            "observed_at": format_time(observed),
+            "source": {"system": "ci", "url": ""},
+        }
         if report.startswith("exit"):
             body["result"] = {"exit_code": int(report[-1]), "artifacts": []}
             outcome, kind, tests = ("pass" if report == "exit0" else "fail"), "exit_code", 0
         else:
-            body["junit_xml"], outcome, kind, tests = *junit(report)[:1], junit(report)[1], "junit", junit(report)[2]
-        out = self.call(c.cid, lambda: self.gate.post_evidence(PROJECT, c.cid, who, EvidenceRequest.model_validate(
-            body), None))
+            body["junit_xml"], outcome, kind, tests = (
+                *junit(report)[:1],
+                junit(report)[1],
+                "junit",
+                junit(report)[2],
+            )
+        out = self.call(
+            c.cid,
+            lambda: self.gate.post_evidence(PROJECT, c.cid, who, EvidenceRequest.model_validate(body), None),
+        )
         if not {"publisher", "requester"} & set(who.roles):
             expected = "FORBIDDEN_ROLE"
         elif offset > 300:
@@ -796,30 +947,62 @@ class GateMachine(RuleBasedStateMachine):
         entry = self.model.policy(check["policy_ref"]) if check else None
         if kind == "exit_code" and entry is None:
             outcome = "unknown"  # no policy to judge an exit code against
-        trusted = who.kind == "ci" and "publisher" in who.roles and entry is not None and \
-            who.id in entry[1]["trusted_publishers"]
+        trusted = (
+            who.kind == "ci"
+            and "publisher" in who.roles
+            and entry is not None
+            and who.id in entry[1]["trusted_publishers"]
+        )
         bound = (tuple(check["covers"]), check["policy_ref"], entry[0]) if check and entry else None
         # The gate's own answer at write time must agree with the oracle's reading of the same request.
         assert out.body["outcome"] == outcome and out.body["trust"] == (
-            "verified" if trusted else "untrusted" if who.kind == "ci" and "publisher" in who.roles else "unverified")
+            "verified"
+            if trusted
+            else "untrusted"
+            if who.kind == "ci" and "publisher" in who.roles
+            else "unverified"
+        )
         assert out.body["binding"]["obligation_ids"] == (list(bound[0]) if bound else [])
         self.order += 1
-        c.evidence.append(Evidence(out.body["evidence_id"], check_id, body["subject"], body["revision"],
-                                   body["environment"], scopes, observed, self.now, who, outcome, kind, tests, bound,
-                                   trusted, self.order))
+        c.evidence.append(
+            Evidence(
+                out.body["evidence_id"],
+                check_id,
+                body["subject"],
+                body["revision"],
+                body["environment"],
+                scopes,
+                observed,
+                self.now,
+                who,
+                outcome,
+                kind,
+                tests,
+                bound,
+                trusted,
+                self.order,
+            )
+        )
         c.writes += 1
 
     @precondition(has_candidates)
-    @rule(index=st.integers(0, 2), task=st.sampled_from(["T1", "T1", "T2", "T3"]),
-          who=st.sampled_from([REQUESTER, REQUESTER, HUMAN_REQUESTER, CI, REVIEWER]),
-          status=st.sampled_from(["completed", "completed", "completed", "failed", "blocked", "blocked-silent"]),
-          claims=st.sampled_from(["right", "right", "none", "wrong"]),
-          digest=st.sampled_from(["current", "current", "current", "stale"]))
+    @rule(
+        index=st.integers(0, 2),
+        task=st.sampled_from(["T1", "T1", "T2", "T3"]),
+        who=st.sampled_from([REQUESTER, REQUESTER, HUMAN_REQUESTER, CI, REVIEWER]),
+        status=st.sampled_from(
+            ["completed", "completed", "completed", "failed", "blocked", "blocked-silent"]
+        ),
+        claims=st.sampled_from(["right", "right", "none", "wrong"]),
+        digest=st.sampled_from(["current", "current", "current", "stale"]),
+    )
     def report(self, index: int, task: str, who: Any, status: str, claims: str, digest: str) -> None:
         c = self.pick(index)
         self.send_report(c, task, who, status, claims, self.digest_choice(c, digest))
 
-    def send_report(self, c: Candidate, task_id: str, who: Any, status: str, claims: str, digest: str) -> None:
+    def send_report(
+        self, c: Candidate, task_id: str, who: Any, status: str, claims: str, digest: str
+    ) -> None:
         if not self.live(who):
             return
         current = c.plan()
@@ -832,9 +1015,14 @@ class GateMachine(RuleBasedStateMachine):
                 claimed.append({"check_id": check["check_id"], "evidence_id": mine[-1].evidence_id})
             elif claims == "wrong":
                 claimed.append({"check_id": check["check_id"], "evidence_id": "ev_99999999"})
-        request = ReportRequest.model_validate({
-            "plan_digest": digest, "status": status.removesuffix("-silent"), "checks": claimed,
-            "blocked_reason": "waiting on a human" if status == "blocked" else None})
+        request = ReportRequest.model_validate(
+            {
+                "plan_digest": digest,
+                "status": status.removesuffix("-silent"),
+                "checks": claimed,
+                "blocked_reason": "waiting on a human" if status == "blocked" else None,
+            }
+        )
         out = self.call(c.cid, lambda: self.gate.report(PROJECT, c.cid, task_id, who, request, None))
         if "requester" not in who.roles:
             expected = "FORBIDDEN_ROLE"
@@ -853,10 +1041,17 @@ class GateMachine(RuleBasedStateMachine):
             return
         # Rule 20: completed passes only when every claim names this candidate's evidence for that check and
         # every required check of the task is satisfied under rule 7 now.
-        claims_ok = all(any(e.evidence_id == cl["evidence_id"] and e.check_id == cl["check_id"] for e in c.evidence)
-                        for cl in claimed)
-        passes = status == "completed" and claims_ok and all(
-            self.model.satisfied(c, check, oid, self.now) for check in checks for oid in check["covers"])
+        claims_ok = all(
+            any(e.evidence_id == cl["evidence_id"] and e.check_id == cl["check_id"] for e in c.evidence)
+            for cl in claimed
+        )
+        passes = (
+            status == "completed"
+            and claims_ok
+            and all(
+                self.model.satisfied(c, check, oid, self.now) for check in checks for oid in check["covers"]
+            )
+        )
         assert out.body["passes"] == passes, (out.body, passes)
         c.reports.append(Report(digest, task_id, passes, self.now))
         c.writes += 1
@@ -881,7 +1076,9 @@ class GateMachine(RuleBasedStateMachine):
         out = list(self.instants) + [r.expires for r in c.reviews]
         for e in c.evidence:
             for _at, policy in self.model.policies.get(e.binding[1] if e.binding else "", []):
-                out.append(min(e.observed, e.recorded) + timedelta(seconds=policy["max_evidence_age_seconds"]))
+                out.append(
+                    min(e.observed, e.recorded) + timedelta(seconds=policy["max_evidence_age_seconds"])
+                )
         return out
 
     @precondition(has_candidates)
@@ -924,35 +1121,71 @@ class GateMachine(RuleBasedStateMachine):
         first = plan.plan["tasks"][0]["checks"][0]["check_id"]
         moves: list[tuple[str, Any]] = []
         # Newer evidence with exactly one defect, and failing: it flips the verdict only if wrongly counted.
-        for defect, who, scope, binding in [("untrusted", UNTRUSTED_CI, "exact", "right"),
-                                            ("agent", REQUESTER, "exact", "right"),
-                                            ("narrow scope", CI, "narrow", "right"),
-                                            ("other revision", CI, "exact", "revision"),
-                                            ("other environment", CI, "exact", "environment"),
-                                            ("other subject", CI, "exact", "subject")]:
-            moves.append((f"failing evidence, {defect}", lambda t, who=who, scope=scope, binding=binding:
-                          t.send_evidence(t.model.candidates[c.cid], first, who, "fail", 0, scope, binding)))
+        for defect, who, scope, binding in [
+            ("untrusted", UNTRUSTED_CI, "exact", "right"),
+            ("agent", REQUESTER, "exact", "right"),
+            ("narrow scope", CI, "narrow", "right"),
+            ("other revision", CI, "exact", "revision"),
+            ("other environment", CI, "exact", "environment"),
+            ("other subject", CI, "exact", "subject"),
+        ]:
+            moves.append(
+                (
+                    f"failing evidence, {defect}",
+                    lambda t, who=who, scope=scope, binding=binding: t.send_evidence(
+                        t.model.candidates[c.cid], first, who, "fail", 0, scope, binding
+                    ),
+                )
+            )
         # Newer trusted, bound evidence decides whatever it says (rule 10); an older failure does not.
-        for report, age in [("fail", 0), ("skipped", 0), ("pass1", 0), ("exit0", 0), ("pass3", 0),
-                            ("fail", -86399)]:
-            moves.append((f"trusted {report} at {age}", lambda t, report=report, age=age:
-                          t.send_evidence(t.model.candidates[c.cid], first, CI, report, age, "exact", "right")))
+        for report, age in [
+            ("fail", 0),
+            ("skipped", 0),
+            ("pass1", 0),
+            ("exit0", 0),
+            ("pass3", 0),
+            ("fail", -86399),
+        ]:
+            moves.append(
+                (
+                    f"trusted {report} at {age}",
+                    lambda t, report=report, age=age: t.send_evidence(
+                        t.model.candidates[c.cid], first, CI, report, age, "exact", "right"
+                    ),
+                )
+            )
         eligible = [r for r in (REVIEWER, REVIEWER_2, SAM) if r.id not in self.model.excluded(c, plan.digest)]
-        moves.append(("a rejection", lambda t: t.send_review(t.model.candidates[c.cid], eligible[0], "reject",
-                                                             plan.digest)))
+        moves.append(
+            (
+                "a rejection",
+                lambda t: t.send_review(t.model.candidates[c.cid], eligible[0], "reject", plan.digest),
+            )
+        )
         for change in ("approvals_2", "settlement", "short_ttl"):
             moves.append((f"config {change}", lambda t, change=change: t.set_config(ADMIN, change)))
         for pid, change in (("unit-tests", "min_tests"), ("lint", "max_age")):
-            moves.append((f"policy {pid} {change}", lambda t, pid=pid, change=change: t.amend_policy(ADMIN, pid,
-                                                                                                   change)))
+            moves.append(
+                (
+                    f"policy {pid} {change}",
+                    lambda t, pid=pid, change=change: t.amend_policy(ADMIN, pid, change),
+                )
+            )
         # The clock to just before and exactly at each approval expiry and evidence age limit.
         edges = [r.expires for r in c.reviews] + [
             min(e.observed, e.recorded) + timedelta(seconds=policy["max_evidence_age_seconds"])
-            for e in c.evidence for _at, policy in self.model.policies.get(e.binding[1] if e.binding else "", [])]
+            for e in c.evidence
+            for _at, policy in self.model.policies.get(e.binding[1] if e.binding else "", [])
+        ]
         for edge in sorted({e for e in edges if e > self.now}):
             for nudge in (-1, 0):
-                moves.append((f"clock to {format_time(edge)}{nudge:+d}us", lambda t, at=edge + timedelta(
-                    microseconds=nudge): t.clock.advance((at - t.now).total_seconds())))
+                moves.append(
+                    (
+                        f"clock to {format_time(edge)}{nudge:+d}us",
+                        lambda t, at=edge + timedelta(microseconds=nudge): t.clock.advance(
+                            (at - t.now).total_seconds()
+                        ),
+                    )
+                )
         return moves
 
     @precondition(lambda self: bool(self.ready_now()))
@@ -983,7 +1216,9 @@ class GateMachine(RuleBasedStateMachine):
         edges = [r.expires for r in c.reviews]
         for e in c.evidence:
             for _at, policy in self.model.policies.get(e.binding[1] if e.binding else "", []):
-                edges.append(min(e.observed, e.recorded) + timedelta(seconds=policy["max_evidence_age_seconds"]))
+                edges.append(
+                    min(e.observed, e.recorded) + timedelta(seconds=policy["max_evidence_age_seconds"])
+                )
         for edge in sorted(set(edges))[-6:]:
             for nudge in (-1, 0):
                 at = edge + timedelta(microseconds=nudge)
@@ -993,19 +1228,40 @@ class GateMachine(RuleBasedStateMachine):
     # ---- steering: one correct step towards ready, through the same operations -------------------------
 
     @precondition(has_candidates)
-    @rule(index=st.integers(0, 2), steps=st.integers(1, 12),
-          spoil=st.sampled_from([None] * 7 + ["untrusted", "agent", "fail", "skipped", "pass1", "exit0", "stale",
-                                             "old", "wide", "narrow", "revision", "environment"]),
-          key=st.sampled_from(["k1", "k2"]))
+    @rule(
+        index=st.integers(0, 2),
+        steps=st.integers(1, 12),
+        spoil=st.sampled_from(
+            [None] * 7
+            + [
+                "untrusted",
+                "agent",
+                "fail",
+                "skipped",
+                "pass1",
+                "exit0",
+                "stale",
+                "old",
+                "wide",
+                "narrow",
+                "revision",
+                "environment",
+            ]
+        ),
+        key=st.sampled_from(["k1", "k2"]),
+    )
     def steps_towards_ready(self, index: int, steps: int, spoil: str | None, key: str) -> None:
         # The evidence a burst posts is what a trusted CI run sends, or (three times in ten) spoiled in one
         # way that must keep it from counting: another publisher, a failing, empty or too small report, an age
         # at or near the limit, another scope or binding.
-        flavour = ({"untrusted": UNTRUSTED_CI, "agent": REQUESTER}.get(spoil or "", CI),
-                   spoil if spoil in ("fail", "skipped", "pass1", "exit0") else "pass3",
-                   {"stale": -3600, "old": -86399}.get(spoil or "", 0),
-                   spoil if spoil in ("wide", "narrow") else "exact",
-                   spoil if spoil in ("revision", "environment") else "right", key)
+        flavour = (
+            {"untrusted": UNTRUSTED_CI, "agent": REQUESTER}.get(spoil or "", CI),
+            spoil if spoil in ("fail", "skipped", "pass1", "exit0") else "pass3",
+            {"stale": -3600, "old": -86399}.get(spoil or "", 0),
+            spoil if spoil in ("wide", "narrow") else "exact",
+            spoil if spoil in ("revision", "environment") else "right",
+            key,
+        )
         for _ in range(steps):
             self.step_towards_ready(self.pick(index), flavour)
 
@@ -1016,17 +1272,28 @@ class GateMachine(RuleBasedStateMachine):
             self.context(c, FILE_SETS[0], REQUESTER)
         elif not c.attested(now):
             self.context(c, FILE_SETS[0], CI)
-        elif plan is None or not set(c.obligations(now)) <= {o for t in plan.plan["tasks"] for ch in t["checks"]
-                                                              for o in ch["covers"]}:
+        elif plan is None or not set(c.obligations(now)) <= {
+            o for t in plan.plan["tasks"] for ch in t["checks"] for o in ch["covers"]
+        }:
             self.store_plan(c, REQUESTER, "per_obligation", "current", len(c.plans) % 3 + 1)
         elif not self.model.approved(c, now):
             rejected = any(r.decision == "reject" and r.digest == plan.digest for r in c.reviews)
-            approvers = [r for r in (REVIEWER, REVIEWER_2, SAM) if r.id not in self.model.excluded(c, plan.digest)
-                         and not any(v.reviewer.id == r.id and v.digest == plan.digest and now < v.expires
-                                     for v in c.reviews)]
+            approvers = [
+                r
+                for r in (REVIEWER, REVIEWER_2, SAM)
+                if r.id not in self.model.excluded(c, plan.digest)
+                and not any(
+                    v.reviewer.id == r.id and v.digest == plan.digest and now < v.expires for v in c.reviews
+                )
+            ]
             if rejected or not approvers:
-                self.store_plan(c, REQUESTER, "per_policy" if len(c.plans) % 2 else "per_obligation", "current",
-                                len(c.plans) % 3 + 1)
+                self.store_plan(
+                    c,
+                    REQUESTER,
+                    "per_policy" if len(c.plans) % 2 else "per_obligation",
+                    "current",
+                    len(c.plans) % 3 + 1,
+                )
             else:
                 self.send_review(c, approvers[0], "approve", plan.digest)
         elif not any(e["digest"] == plan.digest for e in c.executions):
@@ -1045,7 +1312,8 @@ class GateMachine(RuleBasedStateMachine):
                         self.send_report(c, task["task_id"], REQUESTER, "completed", "right", plan.digest)
                         return
                 if self.model.config()["settlement_required"] and not any(
-                        d == plan.digest and t == task["task_id"] for d, t, _at in c.settlements):
+                    d == plan.digest and t == task["task_id"] for d, t, _at in c.settlements
+                ):
                     self.send_settlement(c, task["task_id"], REVIEWER, plan.digest)
                     return
 
@@ -1066,7 +1334,9 @@ class GateMachine(RuleBasedStateMachine):
 
     @invariant()
     def no_side_effect_without_an_approved_execution(self) -> None:
-        executed = sorted((c.cid, e["execution_id"]) for c in self.model.candidates.values() for e in c.executions)
+        executed = sorted(
+            (c.cid, e["execution_id"]) for c in self.model.candidates.values() for e in c.executions
+        )
         assert sorted((o["candidate_id"], o["execution_id"]) for o in self.world.store.outbox) == executed
 
     @invariant()
@@ -1089,6 +1359,12 @@ class GateMachine(RuleBasedStateMachine):
 # and replays exactly (derandomised). SENTINEL_PBT_SHRINK=1 shrinks it when debugging.
 PHASES = tuple(p for p in Phase if SHRINK or p not in (Phase.shrink, Phase.explain))
 GateMachine.TestCase.settings = hypothesis.settings(
-    max_examples=MAX_EXAMPLES, stateful_step_count=STEPS, deadline=None, database=None, derandomize=not RANDOM,
-    phases=PHASES, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    max_examples=MAX_EXAMPLES,
+    stateful_step_count=STEPS,
+    deadline=None,
+    database=None,
+    derandomize=not RANDOM,
+    phases=PHASES,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 TestGateMachine = GateMachine.TestCase
