@@ -8,11 +8,15 @@ updates, git aliases) come through `Repository`, so the analysis itself stays pu
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from .shell_lexer import Word
+
+# A revision named in full needs no lookup (and may not exist locally, e.g. a pull request's head).
+FULL_COMMIT = re.compile(r"[0-9a-fA-F]{40}|[0-9a-fA-F]{64}")
 
 # ---- what the analysis finds ---------------------------------------------------------------------------
 

@@ -4,7 +4,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from sentinel_client.release_analysis import analyse_command, analyse_mcp, analyse_powershell
+from sentinel_client.mcp_and_powershell import analyse_mcp, analyse_powershell
+from sentinel_client.release_analysis import analyse_command
 from sentinel_client.releases import NoRepository
 from sentinel_client.settings import DEFAULT_RELEASE_PATTERNS
 from sentinel_client.shell_lexer import tokenize
