@@ -8,7 +8,8 @@ from typing import Any
 from sentinel_domain.canonical import digest
 
 from .catalog import Scenario, load_catalog
-from .runner import RunResult, run_scenario
+from .run_state import RunResult
+from .runner import run_scenario
 
 RUNS_PER_SCENARIO = 2
 MIN_SCENARIOS = 40

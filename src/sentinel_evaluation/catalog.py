@@ -45,7 +45,7 @@ VERBS: dict[str, frozenset[str]] = {
     "race": frozenset({"kind", "seconds"}),
 }
 OUT_OF_BAND = frozenset({"advance", "revoke", "tamper", "fault", "race"})
-# What a step's `expect` mapping may name (evaluation/runner.py Run.check_step judges each).
+# What a step's `expect` mapping may name (evaluation/step_checks.py StepChecks.check_step judges each).
 EXPECT_KEYS = frozenset(
     {
         "status",

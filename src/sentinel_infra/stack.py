@@ -23,7 +23,8 @@ from sentinel_service.http.routes import FUNCTIONS
 # What each function may do to the state table, and nothing more (no function may write the principals
 # table; only the authorizer reads it). Transactions need no action of their own: IAM authorises each item
 # inside a TransactWriteItems by its kind (a Put as PutItem, a ConditionCheck as ConditionCheckItem). tests/infrastructure/test_stack_iam.py derives the set the store really
-# issues from sentinel_service/adapters/dynamodb_store.py and fails when the two drift apart.
+# issues from sentinel_service/adapters/dynamodb_store.py (with the items it builds, dynamodb_items.py) and
+# fails when the two drift apart.
 STATE_WRITER_ACTIONS = (
     "dynamodb:GetItem",
     "dynamodb:Query",

@@ -32,13 +32,17 @@ PASCAL = {
 }
 
 
-def issued_by(path: Path, class_name: str, skip: set[str] = frozenset()) -> set[str]:
+def issued_by(
+    path: Path, class_name: str, skip: set[str] = frozenset(), helpers: tuple[Path, ...] = ()
+) -> set[str]:
     """The IAM actions the methods of one class need, read from its source: `_call("Op")` and
-    `_client.op(...)` calls, and the kinds of items its transactions hold (IAM checks each one)."""
+    `_client.op(...)` calls, and the kinds of items its transactions hold (IAM checks each one). The
+    functions of each `helpers` module (what the class builds its items with) are read the same way."""
     tree = ast.parse(path.read_text())
     (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name]
+    functions = [*cls.body, *(n for h in helpers for n in ast.parse(h.read_text()).body)]
     actions = set()
-    for method in cls.body:
+    for method in functions:
         if not isinstance(method, ast.FunctionDef) or method.name in skip:
             continue
         for node in ast.walk(method):
@@ -93,11 +97,13 @@ def table_ids(synth: Synthesized) -> tuple[str, str]:
 
 
 def test_the_granted_state_actions_are_exactly_what_the_store_issues() -> None:
-    # Given the store's source (what a request can make it do, the local relay's helpers aside)
-    store = REPO / "src" / "sentinel_service" / "adapters" / "dynamodb_store.py"
+    # Given the store's source (what a request can make it do, the local relay's helpers aside) and that of
+    # the items it writes
+    adapters = REPO / "src" / "sentinel_service" / "adapters"
+    store, items = adapters / "dynamodb_store.py", (adapters / "dynamodb_items.py",)
     # When its DynamoDB calls are read, then the writers' grant is exactly that set: nothing missing (a
     # missing action would hold every request with STATE_UNAVAILABLE) and nothing more
-    assert issued_by(store, "DynamoStateStore", RELAY_ONLY) == set(STATE_WRITER_ACTIONS)
+    assert issued_by(store, "DynamoStateStore", RELAY_ONLY, items) == set(STATE_WRITER_ACTIONS)
     # And the health probe (a chain load) is a Query
     assert set(STATE_PROBE_ACTIONS) <= set(STATE_WRITER_ACTIONS)
     # And the authorizer's directory reads principals with GetItem alone

@@ -13,7 +13,7 @@ from .errors import MalformedOpenApi, quote
 from .limits import MAX_TEMPLATE_CHARS, Budget
 from .loader import _load
 from .messages import _MessageDiffer
-from .schemas import _Rec
+from .schema_records import _Rec
 from .security import _SecurityDiffer
 
 

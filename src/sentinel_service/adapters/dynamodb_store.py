@@ -1,58 +1,52 @@
 """The StateStore port on DynamoDB (boto3 low-level client), one state table.
 
-Layout (see `sentinel_service.adapters.tables` for the key schema):
-
-| item | pk | sk |
-|---|---|---|
-| chain head | `P#{project}` or `P#{project}#C#{candidate_id}` | `HEAD` |
-| audit event + its fact (first chunk) | chain partition | `E#{seq:010d}` |
-| further chunks of a large fact | chain partition | `E#{seq:010d}#{part:03d}` (part from 1) |
-| idempotency record | partition of the record's ref | `I#` + sha256(scope + "\\n" + key) |
-| outbox item | chain partition | `O#{outbox_id}` (`outbox_pending` = "1" until relayed) |
-| candidate claim | project partition | `U#{claim_key}` |
-
-`"E#" < "E#…#001" < "E#next" < "HEAD" < "I#" < "O#" < "U#"`, so one Query with `sk BETWEEN "E#" AND "HEAD"`
-reads a chain's events, facts and head and nothing else. HEAD sorts last: a read cut by the page budget
-never holds the head, so a write judged from it (expected_seq 0) can only fail its condition.
+The items it writes and reads back, their keys and layout, are in `dynamodb_items`; here are the calls that
+write and read them and the conditions each write carries. A chain is read with one Query over its events,
+facts and head (`sk BETWEEN "E#" AND "HEAD"`).
 
 Every failure of DynamoDB or of the transport is StoreUnavailable, never a guess; a lost conditional race
 is StoreConflict (or ClaimTaken for a candidate's uniqueness claim)."""
 
 import base64
-import binascii
 import hashlib
 import json
-import zlib
 from collections import Counter
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sentinel_domain.errors import Refusal, StoreConflict, StoreUnavailable
+from sentinel_domain.errors import StoreConflict, StoreUnavailable
 from sentinel_domain.ports import Append, ClaimTaken, IdempotencyRecord, Stream, StreamRef
+from sentinel_service.adapters.dynamodb_items import (
+    CLAIM_PREFIX,
+    EVENT_PREFIX,
+    EVENT_RESERVED,
+    HEAD_RESERVED,
+    HEAD_SK,
+    OUTBOX_PREFIX,
+    assemble_stream,
+    chain_head_row,
+    claim_cursor,
+    claim_item,
+    claim_row,
+    decode_claim_cursor,
+    event_items,
+    head_item,
+    idempotency_item,
+    idempotency_record,
+    idempotency_sk,
+    item_bytes,
+    number_of,
+    outbox_item,
+    outbox_row,
+    partition,
+    text_of,
+)
 from sentinel_service.adapters.tables import PK, SK
 
-HEAD_SK = "HEAD"
-EVENT_PREFIX = "E#"
-IDEMPOTENCY_PREFIX = "I#"
-OUTBOX_PREFIX = "O#"
-CLAIM_PREFIX = "U#"
-
-# A DynamoDB item is at most 400 KB; a fact chunk leaves room for the event's own attributes. Counted in
-# UTF-8 bytes (canonical JSON keeps non-ASCII characters as they are), so it also holds for non-ASCII text.
-FACT_CHUNK_BYTES = 350_000
-# A response body above this is stored zlib-compressed (a 2,000-obligation candidate's body can pass 400 KB).
-BODY_COMPRESS_BYTES = 64_000
-BODY_MAX_BYTES = 350_000
-# The stored record keeps the shape earlier releases wrote and replay from: `response_status` beside the body.
-# Only writes that create take an Idempotency-Key and every kept answer is one, so it is always 201 (0 while in
-# progress). Nothing reads it back: a replay is answered from the body by the route that created it.
-REPLAY_STATUS = 201
 MAX_TRANSACTION_ITEMS = 100
 MAX_TRANSACTION_BYTES = 4_000_000
 
-_EVENT_RESERVED = frozenset({PK, SK, "fact", "fact_parts"})
-_HEAD_RESERVED = frozenset({PK, SK})
 _CONFLICT_REASONS = frozenset({"ConditionalCheckFailed", "TransactionConflict", "None"})
 _METHODS = {
     "Query": "query",
@@ -63,88 +57,6 @@ _METHODS = {
     "UpdateItem": "update_item",
     "TransactWriteItems": "transact_write_items",
 }
-
-
-def partition(ref: StreamRef) -> str:
-    return f"P#{ref.project}" if ref.candidate_id is None else f"P#{ref.project}#C#{ref.candidate_id}"
-
-
-def event_sk(seq: int, part: int = 0) -> str:
-    return f"{EVENT_PREFIX}{seq:010d}" + (f"#{part:03d}" if part else "")
-
-
-def idempotency_sk(scope: str, key: str) -> str:
-    return IDEMPOTENCY_PREFIX + hashlib.sha256(f"{scope}\n{key}".encode()).hexdigest()
-
-
-def split_fact(text: str, limit: int = FACT_CHUNK_BYTES) -> list[str]:
-    """Chunks of at most `limit` UTF-8 bytes each, never splitting a character; "" is one empty chunk."""
-    data = text.encode("utf-8")
-    chunks: list[str] = []
-    start = 0
-    while True:
-        end = min(start + limit, len(data))
-        while end < len(data) and (data[end] & 0xC0) == 0x80:  # a continuation byte: back off to a boundary
-            end -= 1
-        chunks.append(data[start:end].decode("utf-8"))
-        start = end
-        if start >= len(data):
-            return chunks
-
-
-def _to_attr(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {"NULL": True}
-    if isinstance(value, bool):
-        return {"BOOL": value}
-    if isinstance(value, int):
-        return {"N": str(value)}
-    if isinstance(value, str):
-        return {"S": value}
-    raise ValueError(f"unsupported attribute value of type {type(value).__name__}")
-
-
-def _from_attr(attr: dict[str, Any]) -> Any:
-    """Any stored type comes back as something: a tampered item must reach verification, not crash the read."""
-    if "S" in attr:
-        return attr["S"]
-    if "N" in attr:
-        text = attr["N"]
-        try:
-            return int(text)
-        except ValueError:
-            return float(text)
-    if "NULL" in attr:
-        return None
-    if "BOOL" in attr:
-        return attr["BOOL"]
-    if "M" in attr:
-        return {k: _from_attr(v) for k, v in attr["M"].items()}
-    if "L" in attr:
-        return [_from_attr(v) for v in attr["L"]]
-    if "B" in attr:
-        return attr["B"]
-    for set_type in ("SS", "NS", "BS"):
-        if set_type in attr:
-            return list(attr[set_type])
-    return None
-
-
-def _s(item: dict[str, Any], name: str, default: str = "") -> str:
-    value = item.get(name, {})
-    return value["S"] if "S" in value else default
-
-
-def _n(item: dict[str, Any], name: str, default: int = 0) -> int:
-    value = item.get(name, {})
-    try:
-        return int(value["N"]) if "N" in value else default
-    except ValueError:
-        return default
-
-
-def _item_bytes(item: dict[str, Any]) -> int:
-    return len(json.dumps(item, ensure_ascii=False, default=lambda b: "x" * len(b)).encode("utf-8"))
 
 
 class DynamoStateStore:
@@ -218,44 +130,7 @@ class DynamoStateStore:
             kwargs["ExclusiveStartKey"] = last
         if not items:
             return None if complete else Stream(ref, [], {}, None, complete=False, pages=pages)
-        return self._assemble(ref, items, complete, pages)
-
-    @staticmethod
-    def _assemble(ref: StreamRef, items: list[dict[str, Any]], complete: bool, pages: int) -> Stream:
-        head: dict[str, Any] | None = None
-        events: list[tuple[int, dict[str, Any]]] = []
-        chunks: dict[int, list[str]] = {}
-        wanted: dict[int, int] = {}
-        for item in items:  # in sk order: an event, then its parts, ..., then HEAD
-            sk = _s(item, SK)
-            if sk == HEAD_SK:
-                head = {k: _from_attr(v) for k, v in item.items() if k not in _HEAD_RESERVED}
-                continue
-            if not sk.startswith(EVENT_PREFIX):
-                continue
-            seq_text, _, part = sk[len(EVENT_PREFIX) :].partition("#")
-            try:
-                seq = int(seq_text)
-            except ValueError:
-                continue
-            if part:
-                chunks.setdefault(seq, []).append(_s(item, "fact"))
-                continue
-            events.append((seq, {k: _from_attr(v) for k, v in item.items() if k not in _EVENT_RESERVED}))
-            if "fact" in item:
-                chunks[seq] = [_s(item, "fact")]
-                wanted[seq] = _n(item, "fact_parts", 1)
-        facts: dict[int, str] = {}
-        for seq, parts in chunks.items():
-            if seq not in wanted:
-                continue  # parts without their event item: the event is gone; verification reports it
-            if len(parts) < wanted[seq] and not complete and events and seq == events[-1][0]:
-                events.pop()  # the page budget cut this event's fact: leave the event unread, like the rest
-                continue
-            facts[seq] = "".join(
-                parts
-            )  # a missing part fails the payload digest: STATE_TAMPERED, never a pass
-        return Stream(ref, [event for _seq, event in events], facts, head, complete=complete, pages=pages)
+        return assemble_stream(ref, items, complete, pages)
 
     def append(self, a: Append) -> None:
         """One TransactWriteItems: head, event, fact parts, outbox, idempotency completion, claim."""
@@ -265,37 +140,12 @@ class DynamoStateStore:
             raise ValueError("the event needs an integer seq of at least 1")
         if seq != a.expected_seq + 1 or a.head.get("seq") != seq:
             raise ValueError("event seq, head seq and expected_seq disagree")
-        if _EVENT_RESERVED & set(a.event) or _HEAD_RESERVED & set(a.head):
+        if EVENT_RESERVED & set(a.event) or HEAD_RESERVED & set(a.head):
             raise ValueError("event or head uses a reserved attribute name")
         items: list[dict[str, Any]] = [self._head_put(pk, a)]
-        parts = split_fact(a.fact_text)
-        event_item = {
-            PK: {"S": pk},
-            SK: {"S": event_sk(seq)},
-            **{k: _to_attr(v) for k, v in a.event.items()},
-            "fact": {"S": parts[0]},
-            "fact_parts": {"N": str(len(parts))},
-        }
-        items.append(self._put_new(event_item))
-        for number, chunk in enumerate(parts[1:], start=1):
-            items.append(
-                self._put_new({PK: {"S": pk}, SK: {"S": event_sk(seq, number)}, "fact": {"S": chunk}})
-            )
+        items.extend(self._put_new(item) for item in event_items(pk, seq, a.event, a.fact_text))
         for index, entry in enumerate(a.outbox):
-            outbox_id = str(entry.get("outbox_id") or f"{seq:010d}-{index}")
-            items.append(
-                self._put_new(
-                    {
-                        PK: {"S": pk},
-                        SK: {"S": OUTBOX_PREFIX + outbox_id},
-                        "item": {"S": json.dumps(entry, sort_keys=True, separators=(",", ":"))},
-                        "outbox_kind": {"S": str(entry.get("kind", ""))},
-                        "outbox_pending": {"S": "1"},
-                        "seq": {"N": str(seq)},
-                        "recorded_at": {"S": str(a.event.get("at", ""))},
-                    }
-                )
-            )
+            items.append(self._put_new(outbox_item(pk, seq, index, entry, a.event.get("at", ""))))
         if a.idempotency is not None:
             items.append(self._idempotency_complete(a.idempotency))
         claim_index = None
@@ -322,7 +172,7 @@ class DynamoStateStore:
             raise ValueError(
                 f"the append needs {len(items)} items; a transaction holds at most {MAX_TRANSACTION_ITEMS}"
             )
-        size = sum(_item_bytes(item) for item in items)
+        size = sum(item_bytes(item) for item in items)
         if size > MAX_TRANSACTION_BYTES:
             raise ValueError(f"the append needs about {size} bytes; a transaction holds at most 4 MB")
         # The same token for the same write: a retry by botocore after a lost response succeeds instead of
@@ -347,7 +197,7 @@ class DynamoStateStore:
             ):
                 assert a.claim is not None
                 old = cancelled[claim_index].get("Item", {})  # ALL_OLD: the claim that won
-                raise self._claim_taken(a.ref.project, a.claim[0], _s(old, "candidate_id")) from error
+                raise self._claim_taken(a.ref.project, a.claim[0], text_of(old, "candidate_id")) from error
             if reasons and all(r in _CONFLICT_REASONS for r in reasons) and set(reasons) - {"None"}:
                 raise StoreConflict(f"append to {pk} at seq {seq} lost a race: {reasons}") from error
             raise StoreUnavailable(f"TransactWriteItems cancelled: {reasons or _code(error)}") from error
@@ -382,7 +232,7 @@ class DynamoStateStore:
             values[":after"] = {"S": a.require_approval_after}
         put: dict[str, Any] = {
             "TableName": self.table_name,
-            "Item": {PK: {"S": pk}, SK: {"S": HEAD_SK}, **{k: _to_attr(v) for k, v in a.head.items()}},
+            "Item": head_item(pk, a.head),
             "ConditionExpression": " AND ".join(conditions),
             "ExpressionAttributeNames": names,
         }
@@ -391,19 +241,7 @@ class DynamoStateStore:
         return {"Put": put}
 
     def _claim_put(self, a: Append) -> dict[str, Any]:
-        assert a.claim is not None
-        key, candidate_id = a.claim
-        fact = json.loads(a.fact_text)
-        item = {
-            PK: {"S": partition(StreamRef(a.ref.project))},
-            SK: {"S": CLAIM_PREFIX + key},
-            "candidate_id": {"S": candidate_id},
-            "subject": {"S": str(fact["subject"])},
-            "revision": {"S": str(fact["revision"])},
-            "environment": {"S": str(fact["environment"])},
-            "recorded_at": {"S": str(fact.get("recorded_at") or a.event.get("at", ""))},
-        }
-        put = self._put_new(item)
+        put = self._put_new(claim_item(a))
         put["Put"]["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         return put
 
@@ -419,7 +257,7 @@ class DynamoStateStore:
 
     def find_claim(self, project: str, key: str) -> str | None:
         item = self._get(partition(StreamRef(project)), CLAIM_PREFIX + key)
-        return _s(item, "candidate_id") or None if item else None
+        return text_of(item, "candidate_id") or None if item else None
 
     def list_claims(
         self, project: str, limit: int, cursor: str | None
@@ -434,59 +272,20 @@ class DynamoStateStore:
             "Limit": limit + 1,  # one more than asked: a next page exists only when something is left
         }
         if cursor:
-            kwargs["ExclusiveStartKey"] = _decode_claim_cursor(cursor, pk)
+            kwargs["ExclusiveStartKey"] = decode_claim_cursor(cursor, pk)
         items = self._call("Query", **kwargs).get("Items", [])
-        rows = [
-            {
-                "candidate_id": _s(i, "candidate_id"),
-                "subject": _s(i, "subject"),
-                "revision": _s(i, "revision"),
-                "environment": _s(i, "environment"),
-                "created_at": _s(i, "recorded_at"),
-            }
-            for i in items[:limit]
-        ]
-        next_cursor = None
-        if len(items) > limit:
-            last = items[limit - 1]
-            next_cursor = base64.urlsafe_b64encode(
-                json.dumps({PK: last[PK], SK: last[SK]}, sort_keys=True).encode()
-            ).decode()
+        rows = [claim_row(i) for i in items[:limit]]
+        next_cursor = claim_cursor(items[limit - 1]) if len(items) > limit else None
         return rows, next_cursor
 
     # ---- idempotency ------------------------------------------------------------------------------------
-
-    def _idempotency_item(self, record: IdempotencyRecord, status: str) -> dict[str, Any]:
-        item: dict[str, Any] = {
-            PK: {"S": partition(record.ref)},
-            SK: {"S": idempotency_sk(record.scope, record.key)},
-            "scope": {"S": record.scope},
-            "key_sha256": {"S": hashlib.sha256(record.key.encode()).hexdigest()},  # never the key itself
-            "caller": {"S": record.caller},
-            "request_hash": {"S": record.request_hash},
-            "status": {"S": status},
-            "response_status": {"N": str(REPLAY_STATUS if status == "completed" else 0)},
-            "claimed_at": {"S": record.claimed_at},
-            "lease_until": {"S": record.lease_until},
-        }
-        if record.response_body is not None:
-            body = json.dumps(record.response_body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-            data = body.encode("utf-8")
-            if len(data) > BODY_COMPRESS_BYTES:
-                packed = zlib.compress(data, 9)
-                if len(packed) > BODY_MAX_BYTES:
-                    raise ValueError("the response body is too large to keep for replay")
-                item["response_body_zlib"] = {"B": packed}
-            else:
-                item["response_body"] = {"S": body}
-        return item
 
     def _idempotency_complete(self, record: IdempotencyRecord) -> dict[str, Any]:
         """Put the completed record, only over this caller's own in-progress claim."""
         return {
             "Put": {
                 "TableName": self.table_name,
-                "Item": self._idempotency_item(record, "completed"),
+                "Item": idempotency_item(record, "completed"),
                 "ConditionExpression": "attribute_exists(#pk) AND #status = :ip AND #caller = :caller "
                 "AND #claimed_at = :claimed_at",
                 "ExpressionAttributeNames": {
@@ -507,25 +306,7 @@ class DynamoStateStore:
         item = self._get(partition(ref), idempotency_sk(scope, key))
         if item is None:
             return None
-        body: dict[str, Any] | None = None
-        try:
-            if "response_body_zlib" in item:
-                body = json.loads(zlib.decompress(item["response_body_zlib"]["B"]))
-            elif "S" in item.get("response_body", {}):
-                body = json.loads(item["response_body"]["S"])
-        except (ValueError, zlib.error, binascii.Error, KeyError) as error:
-            raise StoreUnavailable("a stored idempotency record cannot be read") from error
-        return IdempotencyRecord(
-            ref=ref,
-            scope=scope,
-            key=key,
-            caller=_s(item, "caller"),
-            request_hash=_s(item, "request_hash"),
-            status=_s(item, "status"),
-            response_body=body,
-            claimed_at=_s(item, "claimed_at"),
-            lease_until=_s(item, "lease_until"),
-        )
+        return idempotency_record(ref, scope, key, item)
 
     def idempotency_begin(self, record: IdempotencyRecord) -> bool:
         """Claim the key when it is free or its in-progress lease has lapsed at record.claimed_at."""
@@ -533,7 +314,7 @@ class DynamoStateStore:
             self._call(
                 "PutItem",
                 expected=("ConditionalCheckFailedException",),
-                Item=self._idempotency_item(record, "in_progress"),
+                Item=idempotency_item(record, "in_progress"),
                 ConditionExpression="attribute_not_exists(#pk) OR "
                 "(#status = :ip AND #lease_until <= :claimed_at)",
                 ExpressionAttributeNames={"#pk": PK, "#status": "status", "#lease_until": "lease_until"},
@@ -589,13 +370,8 @@ class DynamoStateStore:
             ExpressionAttributeNames={"#pending": "outbox_pending"},
         )
         return [
-            {
-                "pk": _s(i, PK),
-                "sk": _s(i, SK),
-                "kind": _s(i, "outbox_kind"),
-                "item": json.loads(_s(i, "item", "{}")),
-            }
-            for i in sorted(items, key=lambda i: (_s(i, PK), _n(i, "seq"), _s(i, SK)))
+            outbox_row(i)
+            for i in sorted(items, key=lambda i: (text_of(i, PK), number_of(i, "seq"), text_of(i, SK)))
         ]
 
     def mark_relayed(self, pk: str, sk: str) -> bool:
@@ -621,40 +397,9 @@ class DynamoStateStore:
             ExpressionAttributeNames={"#sk": SK},
             ExpressionAttributeValues={":head": {"S": HEAD_SK}},
         )
-        heads = []
-        for item in items:
-            pk = _s(item, PK)
-            project, _, candidate_id = pk[2:].partition("#C#")
-            heads.append(
-                {
-                    "pk": pk,
-                    "project": project,
-                    "candidate_id": candidate_id or None,
-                    "seq": _n(item, "seq"),
-                    "hash": _s(item, "hash") or None,
-                }
-            )
+        heads = [chain_head_row(item) for item in items]
         return sorted(heads, key=lambda h: h["pk"])
 
 
 def _code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", "Unknown"))
-
-
-def _decode_claim_cursor(cursor: str, pk: str) -> dict[str, Any]:
-    """Only a cursor this store issued for this project's claims is accepted."""
-    try:
-        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        if not (
-            isinstance(key, dict)
-            and set(key) == {PK, SK}
-            and key[PK] == {"S": pk}
-            and isinstance(key[SK], dict)
-            and set(key[SK]) == {"S"}
-            and isinstance(key[SK]["S"], str)
-            and key[SK]["S"].startswith(CLAIM_PREFIX)
-        ):
-            raise ValueError("foreign cursor")
-        return key
-    except Exception as error:  # any undecodable or foreign cursor is the caller's mistake
-        raise Refusal("VALIDATION_FAILED", "cursor is not one this service issued") from error

@@ -1,0 +1,341 @@
+"""The items of the state table, and their attribute values: what `DynamoStateStore` writes and reads back.
+
+Layout (see `sentinel_service.adapters.tables` for the key schema):
+
+| item | pk | sk |
+|---|---|---|
+| chain head | `P#{project}` or `P#{project}#C#{candidate_id}` | `HEAD` |
+| audit event + its fact (first chunk) | chain partition | `E#{seq:010d}` |
+| further chunks of a large fact | chain partition | `E#{seq:010d}#{part:03d}` (part from 1) |
+| idempotency record | partition of the record's ref | `I#` + sha256(scope + "\\n" + key) |
+| outbox item | chain partition | `O#{outbox_id}` (`outbox_pending` = "1" until relayed) |
+| candidate claim | project partition | `U#{claim_key}` |
+
+`"E#" < "E#…#001" < "E#next" < "HEAD" < "I#" < "O#" < "U#"`, so one Query with `sk BETWEEN "E#" AND "HEAD"`
+reads a chain's events, facts and head and nothing else. HEAD sorts last: a read cut by the page budget
+never holds the head, so a write judged from it (expected_seq 0) can only fail its condition.
+
+Only shapes and values live here; the conditions a write carries and the calls that make it are the store's
+(dynamodb_store.py)."""
+
+import base64
+import binascii
+import hashlib
+import json
+import zlib
+from typing import Any
+
+from sentinel_domain.errors import Refusal, StoreUnavailable
+from sentinel_domain.ports import Append, IdempotencyRecord, Stream, StreamRef
+from sentinel_service.adapters.tables import PK, SK
+
+HEAD_SK = "HEAD"
+EVENT_PREFIX = "E#"
+IDEMPOTENCY_PREFIX = "I#"
+OUTBOX_PREFIX = "O#"
+CLAIM_PREFIX = "U#"
+
+# A DynamoDB item is at most 400 KB; a fact chunk leaves room for the event's own attributes. Counted in
+# UTF-8 bytes (canonical JSON keeps non-ASCII characters as they are), so it also holds for non-ASCII text.
+FACT_CHUNK_BYTES = 350_000
+# A response body above this is stored zlib-compressed (a 2,000-obligation candidate's body can pass 400 KB).
+BODY_COMPRESS_BYTES = 64_000
+BODY_MAX_BYTES = 350_000
+# The stored record keeps the shape earlier releases wrote and replay from: `response_status` beside the body.
+# Only writes that create take an Idempotency-Key and every kept answer is one, so it is always 201 (0 while in
+# progress). Nothing reads it back: a replay is answered from the body by the route that created it.
+REPLAY_STATUS = 201
+
+EVENT_RESERVED = frozenset({PK, SK, "fact", "fact_parts"})
+HEAD_RESERVED = frozenset({PK, SK})
+
+
+# ---- keys -------------------------------------------------------------------------------------------------
+
+
+def partition(ref: StreamRef) -> str:
+    return f"P#{ref.project}" if ref.candidate_id is None else f"P#{ref.project}#C#{ref.candidate_id}"
+
+
+def event_sk(seq: int, part: int = 0) -> str:
+    return f"{EVENT_PREFIX}{seq:010d}" + (f"#{part:03d}" if part else "")
+
+
+def idempotency_sk(scope: str, key: str) -> str:
+    return IDEMPOTENCY_PREFIX + hashlib.sha256(f"{scope}\n{key}".encode()).hexdigest()
+
+
+# ---- attribute values -------------------------------------------------------------------------------------
+
+
+def to_attr(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {"NULL": True}
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, int):
+        return {"N": str(value)}
+    if isinstance(value, str):
+        return {"S": value}
+    raise ValueError(f"unsupported attribute value of type {type(value).__name__}")
+
+
+def from_attr(attr: dict[str, Any]) -> Any:
+    """Any stored type comes back as something: a tampered item must reach verification, not crash the read."""
+    if "S" in attr:
+        return attr["S"]
+    if "N" in attr:
+        text = attr["N"]
+        try:
+            return int(text)
+        except ValueError:
+            return float(text)
+    if "NULL" in attr:
+        return None
+    if "BOOL" in attr:
+        return attr["BOOL"]
+    if "M" in attr:
+        return {k: from_attr(v) for k, v in attr["M"].items()}
+    if "L" in attr:
+        return [from_attr(v) for v in attr["L"]]
+    if "B" in attr:
+        return attr["B"]
+    for set_type in ("SS", "NS", "BS"):
+        if set_type in attr:
+            return list(attr[set_type])
+    return None
+
+
+def text_of(item: dict[str, Any], name: str, default: str = "") -> str:
+    value = item.get(name, {})
+    return value["S"] if "S" in value else default
+
+
+def number_of(item: dict[str, Any], name: str, default: int = 0) -> int:
+    value = item.get(name, {})
+    try:
+        return int(value["N"]) if "N" in value else default
+    except ValueError:
+        return default
+
+
+def item_bytes(item: dict[str, Any]) -> int:
+    return len(json.dumps(item, ensure_ascii=False, default=lambda b: "x" * len(b)).encode("utf-8"))
+
+
+# ---- chains: head, events, facts in chunks ----------------------------------------------------------------
+
+
+def split_fact(text: str, limit: int = FACT_CHUNK_BYTES) -> list[str]:
+    """Chunks of at most `limit` UTF-8 bytes each, never splitting a character; "" is one empty chunk."""
+    data = text.encode("utf-8")
+    chunks: list[str] = []
+    start = 0
+    while True:
+        end = min(start + limit, len(data))
+        while end < len(data) and (data[end] & 0xC0) == 0x80:  # a continuation byte: back off to a boundary
+            end -= 1
+        chunks.append(data[start:end].decode("utf-8"))
+        start = end
+        if start >= len(data):
+            return chunks
+
+
+def head_item(pk: str, head: dict[str, Any]) -> dict[str, Any]:
+    return {PK: {"S": pk}, SK: {"S": HEAD_SK}, **{k: to_attr(v) for k, v in head.items()}}
+
+
+def event_items(pk: str, seq: int, event: dict[str, Any], fact_text: str) -> list[dict[str, Any]]:
+    """The event with its fact's first chunk, then one item per further chunk."""
+    parts = split_fact(fact_text)
+    event_item = {
+        PK: {"S": pk},
+        SK: {"S": event_sk(seq)},
+        **{k: to_attr(v) for k, v in event.items()},
+        "fact": {"S": parts[0]},
+        "fact_parts": {"N": str(len(parts))},
+    }
+    return [
+        event_item,
+        *(
+            {PK: {"S": pk}, SK: {"S": event_sk(seq, number)}, "fact": {"S": chunk}}
+            for number, chunk in enumerate(parts[1:], start=1)
+        ),
+    ]
+
+
+def assemble_stream(ref: StreamRef, items: list[dict[str, Any]], complete: bool, pages: int) -> Stream:
+    """A chain read back from its items, in sk order (an event, then its parts, ..., then HEAD)."""
+    head: dict[str, Any] | None = None
+    events: list[tuple[int, dict[str, Any]]] = []
+    chunks: dict[int, list[str]] = {}
+    wanted: dict[int, int] = {}
+    for item in items:  # in sk order: an event, then its parts, ..., then HEAD
+        sk = text_of(item, SK)
+        if sk == HEAD_SK:
+            head = {k: from_attr(v) for k, v in item.items() if k not in HEAD_RESERVED}
+            continue
+        if not sk.startswith(EVENT_PREFIX):
+            continue
+        seq_text, _, part = sk[len(EVENT_PREFIX) :].partition("#")
+        try:
+            seq = int(seq_text)
+        except ValueError:
+            continue
+        if part:
+            chunks.setdefault(seq, []).append(text_of(item, "fact"))
+            continue
+        events.append((seq, {k: from_attr(v) for k, v in item.items() if k not in EVENT_RESERVED}))
+        if "fact" in item:
+            chunks[seq] = [text_of(item, "fact")]
+            wanted[seq] = number_of(item, "fact_parts", 1)
+    facts: dict[int, str] = {}
+    for seq, parts in chunks.items():
+        if seq not in wanted:
+            continue  # parts without their event item: the event is gone; verification reports it
+        if len(parts) < wanted[seq] and not complete and events and seq == events[-1][0]:
+            events.pop()  # the page budget cut this event's fact: leave the event unread, like the rest
+            continue
+        facts[seq] = "".join(parts)  # a missing part fails the payload digest: STATE_TAMPERED, never a pass
+    return Stream(ref, [event for _seq, event in events], facts, head, complete=complete, pages=pages)
+
+
+# ---- outbox -----------------------------------------------------------------------------------------------
+
+
+def outbox_item(pk: str, seq: int, index: int, entry: dict[str, Any], at: Any) -> dict[str, Any]:
+    outbox_id = str(entry.get("outbox_id") or f"{seq:010d}-{index}")
+    return {
+        PK: {"S": pk},
+        SK: {"S": OUTBOX_PREFIX + outbox_id},
+        "item": {"S": json.dumps(entry, sort_keys=True, separators=(",", ":"))},
+        "outbox_kind": {"S": str(entry.get("kind", ""))},
+        "outbox_pending": {"S": "1"},
+        "seq": {"N": str(seq)},
+        "recorded_at": {"S": str(at)},
+    }
+
+
+def outbox_row(item: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "pk": text_of(item, PK),
+        "sk": text_of(item, SK),
+        "kind": text_of(item, "outbox_kind"),
+        "item": json.loads(text_of(item, "item", "{}")),
+    }
+
+
+def chain_head_row(item: dict[str, Any]) -> dict[str, Any]:
+    pk = text_of(item, PK)
+    project, _, candidate_id = pk[2:].partition("#C#")
+    return {
+        "pk": pk,
+        "project": project,
+        "candidate_id": candidate_id or None,
+        "seq": number_of(item, "seq"),
+        "hash": text_of(item, "hash") or None,
+    }
+
+
+# ---- candidate claims -------------------------------------------------------------------------------------
+
+
+def claim_item(a: Append) -> dict[str, Any]:
+    assert a.claim is not None
+    key, candidate_id = a.claim
+    fact = json.loads(a.fact_text)
+    return {
+        PK: {"S": partition(StreamRef(a.ref.project))},
+        SK: {"S": CLAIM_PREFIX + key},
+        "candidate_id": {"S": candidate_id},
+        "subject": {"S": str(fact["subject"])},
+        "revision": {"S": str(fact["revision"])},
+        "environment": {"S": str(fact["environment"])},
+        "recorded_at": {"S": str(fact.get("recorded_at") or a.event.get("at", ""))},
+    }
+
+
+def claim_row(item: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "candidate_id": text_of(item, "candidate_id"),
+        "subject": text_of(item, "subject"),
+        "revision": text_of(item, "revision"),
+        "environment": text_of(item, "environment"),
+        "created_at": text_of(item, "recorded_at"),
+    }
+
+
+def claim_cursor(item: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(
+        json.dumps({PK: item[PK], SK: item[SK]}, sort_keys=True).encode()
+    ).decode()
+
+
+def decode_claim_cursor(cursor: str, pk: str) -> dict[str, Any]:
+    """Only a cursor this store issued for this project's claims is accepted."""
+    try:
+        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        if not (
+            isinstance(key, dict)
+            and set(key) == {PK, SK}
+            and key[PK] == {"S": pk}
+            and isinstance(key[SK], dict)
+            and set(key[SK]) == {"S"}
+            and isinstance(key[SK]["S"], str)
+            and key[SK]["S"].startswith(CLAIM_PREFIX)
+        ):
+            raise ValueError("foreign cursor")
+        return key
+    except Exception as error:  # any undecodable or foreign cursor is the caller's mistake
+        raise Refusal("VALIDATION_FAILED", "cursor is not one this service issued") from error
+
+
+# ---- idempotency records ----------------------------------------------------------------------------------
+
+
+def idempotency_item(record: IdempotencyRecord, status: str) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        PK: {"S": partition(record.ref)},
+        SK: {"S": idempotency_sk(record.scope, record.key)},
+        "scope": {"S": record.scope},
+        "key_sha256": {"S": hashlib.sha256(record.key.encode()).hexdigest()},  # never the key itself
+        "caller": {"S": record.caller},
+        "request_hash": {"S": record.request_hash},
+        "status": {"S": status},
+        "response_status": {"N": str(REPLAY_STATUS if status == "completed" else 0)},
+        "claimed_at": {"S": record.claimed_at},
+        "lease_until": {"S": record.lease_until},
+    }
+    if record.response_body is not None:
+        body = json.dumps(record.response_body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        data = body.encode("utf-8")
+        if len(data) > BODY_COMPRESS_BYTES:
+            packed = zlib.compress(data, 9)
+            if len(packed) > BODY_MAX_BYTES:
+                raise ValueError("the response body is too large to keep for replay")
+            item["response_body_zlib"] = {"B": packed}
+        else:
+            item["response_body"] = {"S": body}
+    return item
+
+
+def idempotency_record(ref: StreamRef, scope: str, key: str, item: dict[str, Any]) -> IdempotencyRecord:
+    body: dict[str, Any] | None = None
+    try:
+        if "response_body_zlib" in item:
+            body = json.loads(zlib.decompress(item["response_body_zlib"]["B"]))
+        elif "S" in item.get("response_body", {}):
+            body = json.loads(item["response_body"]["S"])
+    except (ValueError, zlib.error, binascii.Error, KeyError) as error:
+        raise StoreUnavailable("a stored idempotency record cannot be read") from error
+    return IdempotencyRecord(
+        ref=ref,
+        scope=scope,
+        key=key,
+        caller=text_of(item, "caller"),
+        request_hash=text_of(item, "request_hash"),
+        status=text_of(item, "status"),
+        response_body=body,
+        claimed_at=text_of(item, "claimed_at"),
+        lease_until=text_of(item, "lease_until"),
+    )
