@@ -38,7 +38,8 @@ def build_app(
         names.stack_name(config.stage),
         config=config,
         packages=packaging.read_digests(build_dir),
-        description=f"Sentinel ({config.stage}): a fail-closed readiness gate for changes made by coding agents",
+        description=f"Sentinel ({config.stage}): a fail-closed readiness gate for changes made by coding "
+        "agents",
     )
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app, stack

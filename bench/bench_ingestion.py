@@ -142,11 +142,15 @@ def junit_throughput(repeat: int) -> dict[str, Any]:
 def hostile_junit() -> dict[str, str]:
     lol = "".join(f'<!ENTITY l{i} "{("&l" + str(i - 1) + ";") * 10}">' for i in range(1, 10))
     return {
-        "junit: XXE external entity": '<!DOCTYPE t [<!ENTITY x SYSTEM "file:///etc/passwd">]><testsuite name="&x;"/>',
+        "junit: XXE external entity": (
+            '<!DOCTYPE t [<!ENTITY x SYSTEM "file:///etc/passwd">]><testsuite name="&x;"/>'
+        ),
         "junit: billion laughs": f'<!DOCTYPE t [<!ENTITY l0 "lol">{lol}]><testsuite name="&l9;"/>',
         "junit: nesting bomb (150k levels)": "<testsuites>" + "<testsuite>" * 150_000,
         "junit: attribute over 2 MiB": '<testsuite><testcase name="' + "a" * LIMIT + '"/></testsuite>',
-        "junit: UTF-7 declaration": '<?xml version="1.0" encoding="UTF-7"?><testsuite><testcase/></testsuite>',
+        "junit: UTF-7 declaration": (
+            '<?xml version="1.0" encoding="UTF-7"?><testsuite><testcase/></testsuite>'
+        ),
         "junit: merge-conflict debris": "<testsuite>\n<<<<<<< HEAD\n<testcase/>\n=======\n</testsuite>",
         "junit: truncated": '<testsuite><testcase name="a"/><testcase name="b"><skipped',
     }

@@ -2,9 +2,9 @@
 
 Each measurement is a fresh interpreter started with `-S -B`: no site-packages of the venv, no `.pth`
 finders, no bytecode written. Its path is laid out as Lambda lays it out: the function package (`task`:
-sentinel_service/ and the baseline), the layers (`opt`: the sentinel_domain core and the third-party deps layer), and
-the packages the managed runtime provides (`sdk`: boto3, botocore and their own dependencies). Those trees
-are copies without `__pycache__`, so three modes can be measured side by side:
+sentinel_service/ and the baseline), the layers (`opt`: the sentinel_domain core and the third-party deps
+layer), and the packages the managed runtime provides (`sdk`: boto3, botocore and their own dependencies).
+Those trees are copies without `__pycache__`, so three modes can be measured side by side:
 
   bytecode  every tree compiled (a warm disk cache of .pyc, as in a container image that ships them)
   lambda    the function package and the layers without bytecode (the deps layer ships none, /var/task is
@@ -121,15 +121,15 @@ def jobs_and_variants() -> tuple[list[Job], list[Variant]]:
     variants = [
         Variant(
             "authorizer-without-pydantic",
-            "sentinel_service/adapters/principals.py takes IDENT, PROJECT_ID and ROLES_BY_KIND from a pydantic-free "
-            "module (sentinel_domain/identity.py, which sentinel_domain/models.py would re-export) instead of "
-            "sentinel_domain.models",
+            "sentinel_service/adapters/principals.py takes IDENT, PROJECT_ID and ROLES_BY_KIND from a "
+            "pydantic-free module (sentinel_domain/identity.py, which sentinel_domain/models.py would "
+            "re-export) instead of sentinel_domain.models",
             ("authorizer",),
         ),
         Variant(
             "models-defer-build",
-            "sentinel_domain/models.py: Strict.model_config gains defer_build=True, so each pydantic model builds "
-            "its validator on first use instead of at import",
+            "sentinel_domain/models.py: Strict.model_config gains defer_build=True, so each pydantic model "
+            "builds its validator on first use instead of at import",
             ("gating",),
         ),
         Variant(
@@ -552,9 +552,8 @@ def _summarise(
         "interpreter_flags": "-S -B (no site, no bytecode written)",
         "runs_per_figure": runs,
         "modes": {m: MODES[m] for m in modes},
-        "layout": "task (sentinel_service/, naive_handler.py), opt (sentinel_domain/, deps layer), sdk (runtime-provided: "
-        + ", ".join(sorted(RUNTIME_PROVIDED))
-        + ")",
+        "layout": "task (sentinel_service/, naive_handler.py), opt (sentinel_domain/, deps layer), sdk "
+        "(runtime-provided: " + ", ".join(sorted(RUNTIME_PROVIDED)) + ")",
         "third_party_copied": tops,
         "tree_setup_seconds": r(setup_seconds, 1),
         "setup_step": {k: v.replace("\n", "; ") for k, v in SETUP.items()},

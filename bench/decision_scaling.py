@@ -134,17 +134,18 @@ def run(quick: bool) -> dict[str, Any]:
         },
         "quadratic_spot": (
             "sentinel/decision.py: decide() calls check_findings() once per (check, obligation), and "
-            "check_findings() scans every evidence fact of the candidate (`bound = [e for e in state.evidence "
-            "...]`), so a plan of n checks over n evidence records costs n*n; decide() also calls "
-            "state.reports_for() per task, which scans every report (n*n again), and project.policy() per check, "
-            "which re-filters the project's facts and re-validates the Policy with pydantic."
+            "check_findings() scans every evidence fact of the candidate (`bound = [e for e in "
+            "state.evidence ...]`), so a plan of n checks over n evidence records costs n*n; decide() also "
+            "calls state.reports_for() per task, which scans every report (n*n again), and project.policy() "
+            "per check, which re-filters the project's facts and re-validates the Policy with pydantic."
         ),
         "fix": (
             "Index once per decision, then look up: group state.evidence by (check_id, obligation_id) over "
             "binding.obligation_ids (chain order kept), group state.reports by (plan_digest, task_id), and "
             "memoise project.policy(policy_ref, as_of) for the decision; pass the group to check_findings() "
-            "instead of letting it filter state.evidence. The rules themselves do not change; bench/proposals.py "
-            "prototypes exactly this over the product's own check_findings() and checks the output equal."
+            "instead of letting it filter state.evidence. The rules themselves do not change; "
+            "bench/proposals.py prototypes exactly this over the product's own check_findings() and checks "
+            "the output equal."
         ),
     }
 

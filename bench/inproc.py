@@ -1,6 +1,7 @@
-"""The real handlers in-process: the emulated API Gateway (sentinel_gateway.gateway.LocalGateway) with the real
-authorizer, the gate over DynamoStateStore over a client of our choosing, and the stdlib client's own flow
-(sentinel_client.flow.run_ready_flow) driven through it by a SentinelClient whose transport is the gateway."""
+"""The real handlers in-process: the emulated API Gateway (sentinel_gateway.gateway.LocalGateway) with the
+real authorizer, the gate over DynamoStateStore over a client of our choosing, and the stdlib client's own
+flow (sentinel_client.flow.run_ready_flow) driven through it by a SentinelClient whose transport is the
+gateway."""
 
 import json
 import os

@@ -27,7 +27,8 @@ PRICES: dict[str, Any] = {
 
 
 def _memory_mb() -> tuple[int, str]:
-    """The functions' memory as infra/constructs/service_function.py sets it (read, not imported: CDK is slow)."""
+    """The functions' memory as infra/constructs/service_function.py sets it (read, not imported: CDK is
+    slow)."""
     path = (
         Path(__file__).resolve().parents[1] / "src" / "sentinel_infra" / "constructs" / "service_function.py"
     )

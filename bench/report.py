@@ -87,7 +87,8 @@ def targets(report: dict[str, Any]) -> list[list[Any]]:
         rows.append(
             [
                 "a hook decision read under $2.50 per million",
-                f"{_usd(h['usd_per_million'])} (authorizer cached: {_usd(h['usd_per_million_authorizer_cached'])})",
+                f"{_usd(h['usd_per_million'])} (authorizer cached: "
+                f"{_usd(h['usd_per_million_authorizer_cached'])})",
                 h["met"],
             ]
         )
@@ -122,8 +123,8 @@ def cold_start(c: dict[str, Any]) -> list[str]:
     names = sorted((k for k in c["results"][modes[0]] if "+" not in k), key=lambda k: (k == "naive", k))
     label = {n: (f"`{n}`" if n != "naive" else "naive baseline") for n in names}
     out = [
-        f"Fresh interpreters (`python {c['interpreter_flags']}`), median of {c['runs_per_figure']} runs each, "
-        "interleaved with the baseline in shuffled order. Layout as on Lambda: "
+        f"Fresh interpreters (`python {c['interpreter_flags']}`), median of {c['runs_per_figure']} runs "
+        "each, interleaved with the baseline in shuffled order. Layout as on Lambda: "
         + c["layout"]
         + ". Modes: "
         + "; ".join(f"**{m}**: {d}" for m, d in c["modes"].items())
@@ -157,7 +158,8 @@ def cold_start(c: dict[str, Any]) -> list[str]:
             [label[name]]
             + [f"{c['results'][m][name]['import_ratio']:.2f}×" for m in modes]
             + [
-                f"{c['results'][m][name]['init_cpu_ratio']:.2f}× ({c['results'][m][name]['init_cpu_ms']:,.0f} ms)"
+                f"{c['results'][m][name]['init_cpu_ratio']:.2f}× "
+                f"({c['results'][m][name]['init_cpu_ms']:,.0f} ms)"
                 for m in modes
             ]
         )
@@ -261,13 +263,13 @@ def store_cost(s: dict[str, Any]) -> list[str]:
         + s["method"]["warm"]
         + ".",
         "",
-        f"Prices ({p['region']}, as of {p['as_of']}): DynamoDB on demand ${p['dynamodb_on_demand_wru_per_million']} "
-        f"per million WRU and ${p['dynamodb_on_demand_rru_per_million']} per million RRU ({p['dynamodb_note']}); "
-        f"HTTP API ${p['http_api_per_million']:.2f} per million ({p['http_api_note']}); Lambda arm64 "
-        f"${p['lambda_arm64_gb_second']} per GB-s and ${p['lambda_requests_per_million']:.2f} per million requests "
-        f"({p['lambda_note']}). Assumed: {a['lambda_memory_mb']} MB functions ({a['lambda_memory_source']}; local "
-        f"compute × {a['cpu_scale']}), "
-        "DynamoDB latency per call "
+        f"Prices ({p['region']}, as of {p['as_of']}): DynamoDB on demand "
+        f"${p['dynamodb_on_demand_wru_per_million']} per million WRU and "
+        f"${p['dynamodb_on_demand_rru_per_million']} per million RRU ({p['dynamodb_note']}); HTTP API "
+        f"${p['http_api_per_million']:.2f} per million ({p['http_api_note']}); Lambda arm64 "
+        f"${p['lambda_arm64_gb_second']} per GB-s and ${p['lambda_requests_per_million']:.2f} per million "
+        f"requests ({p['lambda_note']}). Assumed: {a['lambda_memory_mb']} MB functions "
+        f"({a['lambda_memory_source']}; local compute × {a['cpu_scale']}), DynamoDB latency per call "
         + ", ".join(f"{k} {v:g} ms" for k, v in a["dynamodb_latency_ms"].items())
         + f", cold starts {a['cold_start_share']:.0%} of invocations"
         + (" (INIT from this run's cold-start section)" if s.get("init_ms_used") else " (INIT not included)")
@@ -379,8 +381,9 @@ def store_cost(s: dict[str, Any]) -> list[str]:
         out += [
             "What a decision read reads: "
             + "; ".join(
-                f"{k} partition {v['items']} items, {v['bytes']:,} B, {v['rru']:g} RRU (about {v['bytes_per_item']:,.0f} B "
-                f"per item: one more RRU every {v['items_per_extra_rru']:g} items)"
+                f"{k} partition {v['items']} items, {v['bytes']:,} B, {v['rru']:g} RRU (about "
+                f"{v['bytes_per_item']:,.0f} B per item: one more RRU every {v['items_per_extra_rru']:g} "
+                "items)"
                 for k, v in parts_.items()
             )
             + ".",
@@ -389,9 +392,9 @@ def store_cost(s: dict[str, Any]) -> list[str]:
     hold = s.get("recorded_hold_decision")
     if hold:
         out += [
-            f"A decision recorded while a new candidate holds ({hold['findings']} findings) writes {hold['wru']:g} "
-            f"WRU; the write grows with the findings it records (computed from the exact items the store "
-            "would write): "
+            f"A decision recorded while a new candidate holds ({hold['findings']} findings) writes "
+            f"{hold['wru']:g} WRU; the write grows with the findings it records (computed from the exact "
+            "items the store would write): "
             + ", ".join(
                 f"{x['findings']:,} findings ({x['fact_bytes']:,} B fact) → {x['wru']:g} WRU"
                 for x in s.get("recorded_decision_by_findings", [])
@@ -691,10 +694,10 @@ def render(report: dict[str, Any]) -> str:
         "# Sentinel benchmarks",
         "",
         f"Generated {report['generated_at']} by `{report['command']}` in {report['seconds']:g} s, on commit "
-        f"{g['commit'] or 'unknown'}{' with uncommitted changes' if g['dirty'] else ''}; Python {m['python']}, "
-        f"{m['platform']}, {m['cpus']} CPUs, load average {m['load_at_start']} at start and {m['load_at_end']} "
-        "at the end. The machine is shared and noisy: every figure is measured in this one run next to its "
-        "baseline, so compare ratios rather than milliseconds across runs."
+        f"{g['commit'] or 'unknown'}{' with uncommitted changes' if g['dirty'] else ''}; Python "
+        f"{m['python']}, {m['platform']}, {m['cpus']} CPUs, load average {m['load_at_start']} at start and "
+        f"{m['load_at_end']} at the end. The machine is shared and noisy: every figure is measured in this "
+        "one run next to its baseline, so compare ratios rather than milliseconds across runs."
         + (" **Quick run: fewer repetitions and smaller sizes.**" if report.get("quick") else ""),
         "",
         "## Targets",

@@ -160,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         path = Path(args.docs)
         path.write_text(replace_block(path.read_text() if path.exists() else "", markdown))
     print(
-        f"bench: wrote {(RESULTS / 'report.json').relative_to(REPO)} and {(RESULTS / 'report.md').relative_to(REPO)}"
-        f" in {report['seconds']} s",
+        f"bench: wrote {(RESULTS / 'report.json').relative_to(REPO)} and "
+        f"{(RESULTS / 'report.md').relative_to(REPO)} in {report['seconds']} s",
         flush=True,
     )
     for line in markdown.split("## ")[1].splitlines()[1:]:  # the targets table

@@ -2,10 +2,10 @@
 million with API Gateway (HTTP API) and Lambda included; the same for one hook decision read, one recorded
 decision and one whole flow; and decision reads of large candidates seeded with batch writes.
 
-Everything runs in-process on moto (mock_aws): the real handlers behind sentinel_gateway.gateway.LocalGateway with the
-real authorizer, the gate over DynamoStateStore over bench.metering.MeteredClient. Units are computed from
-item sizes by DynamoDB's rules (moto's ConsumedCapacity is a fixed placeholder; it is kept for reference).
-Durations are local and turned into billed Lambda time by bench.pricing's stated assumptions."""
+Everything runs in-process on moto (mock_aws): the real handlers behind sentinel_gateway.gateway.LocalGateway
+with the real authorizer, the gate over DynamoStateStore over bench.metering.MeteredClient. Units are computed
+from item sizes by DynamoDB's rules (moto's ConsumedCapacity is a fixed placeholder; it is kept for
+reference). Durations are local and turned into billed Lambda time by bench.pricing's stated assumptions."""
 
 import json
 import os
@@ -472,8 +472,8 @@ def run(quick: bool) -> dict[str, Any]:
         "method": {
             "units": "computed from item sizes by DynamoDB's rules (bench/metering.py); moto answers "
             "ReturnConsumedCapacity=TOTAL with fixed placeholders, kept as moto_units",
-            "durations": "local, in-process: function compute = request time - authorizer - store (moto) time; "
-            "billed = compute x cpu_scale + assumed DynamoDB latency per call, rounded up to 1 ms",
+            "durations": "local, in-process: function compute = request time - authorizer - store (moto) "
+            "time; billed = compute x cpu_scale + assumed DynamoDB latency per call, rounded up to 1 ms",
             "warm": "a first ready flow warms every route and is not counted",
             "flow": "client/flow.py run_ready_flow, as `make demo` runs it, through the real handlers",
         },

@@ -78,7 +78,8 @@ class CheckLog:
     def run(
         self, name: str, title: str, ran_against: str, body: Callable[[], tuple[str, dict[str, Any]]]
     ) -> CheckResult:
-        """Run `body` (returns the passing detail and its evidence); any exception is a failure, never a pass."""
+        """Run `body` (returns the passing detail and its evidence); any exception is a failure, never a
+        pass."""
         started = time.monotonic()
         try:
             detail, evidence = body()

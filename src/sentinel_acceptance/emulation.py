@@ -49,8 +49,9 @@ BOOTSTRAP_VERSION = "30"
 STACK_TIMEOUT_SECONDS = 120
 RUNNER_START_SECONDS = 60
 PLACEHOLDER = "arn:aws:not-emulated:{region}:000000000000:{what}"
-# The runner's own code, which is not part of the deployment: `sentinel serve` (sentinel_runner) and the CLI verbs its
-# parser registers (sentinel_runner.cli imports sentinel_evaluation.cli for `sentinel eval`). Copied from the repository.
+# The runner's own code, which is not part of the deployment: `sentinel serve` (sentinel_runner) and the CLI
+# verbs its parser registers (sentinel_runner.cli imports sentinel_evaluation.cli for `sentinel eval`). Copied
+# from the repository.
 RUNNER_PACKAGES = ("sentinel_runner", "sentinel_gateway", "sentinel_evaluation")
 
 
@@ -195,7 +196,8 @@ def _left_out_text(skipped: dict[str, str]) -> list[str]:
 
 
 def _fit_properties_for_moto(resources: dict[str, Any]) -> list[str]:
-    """Properties rewritten where moto reads them otherwise than CloudFormation does; the adaptations in words."""
+    """Properties rewritten where moto reads them otherwise than CloudFormation does; the adaptations in
+    words."""
     adaptations: list[str] = []
     for logical, resource in resources.items():
         props = resource.get("Properties", {})
@@ -328,9 +330,10 @@ def deployed_environment(cloud: MotoCloud, outputs: Mapping[str, str | None]) ->
 
 
 def unpack(built: Mapping[str, BuiltPackage], into: Path) -> dict[str, Path]:
-    """Unzip functions.zip (as /var/task) and the core layer (as /opt), after checking each zip's bytes are the
-    ones digests.json names. The deps layer holds wheels compiled for Lambda (linux/arm64, CPython 3.13), which
-    this interpreter cannot load: the runner uses the virtualenv's copies of the same pinned versions."""
+    """Unzip functions.zip (as /var/task) and the core layer (as /opt), after checking each zip's bytes are
+    the ones digests.json names. The deps layer holds wheels compiled for Lambda (linux/arm64, CPython 3.13),
+    which this interpreter cannot load: the runner uses the virtualenv's copies of the same pinned
+    versions."""
     import hashlib
 
     places = {"functions": into / "task", "core_layer": into / "opt"}
@@ -542,9 +545,10 @@ def run_local(
                         if k in ("sentinel_service", "sentinel_domain", "sentinel_runner")
                     },
                     "modules_from_packages": runner.packaged.get("modules"),
-                    "runtime_override": "SENTINEL_RUNTIME=local; token key from a file (no Secrets Manager secret)",
-                    "deps_layer": "digest checked in Lambda; not loadable here (linux/arm64 CPython 3.13 wheels): "
-                    "the runner uses the virtualenv's copies of the same pinned versions",
+                    "runtime_override": "SENTINEL_RUNTIME=local; token key from a file (no Secrets Manager "
+                    "secret)",
+                    "deps_layer": "digest checked in Lambda; not loadable here (linux/arm64 CPython 3.13 "
+                    "wheels): the runner uses the virtualenv's copies of the same pinned versions",
                 }
             )
             outcome = gate.run(target, reports_dir, say)

@@ -27,8 +27,10 @@ from .tokens import TokensUnavailable, load_tokens
 TITLES = {
     "build": "The build's digest file is readable and its zips are the ones it describes",
     "stack_status": "The stack's status is CREATE_COMPLETE or UPDATE_COMPLETE",
-    "route_integrations": "Every route invokes the live alias of its function, behind the authorizer unless public",
-    "package_digests": "The version each function's live alias invokes runs the built zip and the built layers",
+    "route_integrations": "Every route invokes the live alias of its function, behind the authorizer unless "
+    "public",
+    "package_digests": "The version each function's live alias invokes runs the built zip and the built "
+    "layers",
     "health": "/v1/health answers anonymously with runtime, model provider and package digest, and no secret",
     "auth_refusals": "Every stateful route refuses an anonymous caller (401) and a wrong token (403)",
     "acceptance_principals": "The acceptance principals hold roles only in the acceptance project",

@@ -1,4 +1,5 @@
-"""Start `sentinel serve` with `sentinel_service` and `sentinel_domain` importable only from unzipped build packages.
+"""Start `sentinel serve` with `sentinel_service` and `sentinel_domain` importable only from unzipped build
+packages.
 
 Run as a script under `python -I` (no PYTHONPATH, no current directory, no script directory on the path):
 
@@ -6,11 +7,12 @@ Run as a script under `python -I` (no PYTHONPATH, no current directory, no scrip
 
 `--task` holds the unzipped functions.zip (as Lambda's /var/task), `--layer` the unzipped core layer's
 `python/` folder (as Lambda's /opt/python), `--runner` a copy of the runner's own packages (`sentinel_runner`,
-`sentinel_gateway`, and `sentinel_evaluation` whose CLI verb sentinel_runner.cli registers), which are not part of the deployment.
-The repository's editable install would otherwise serve `sentinel_service` and `sentinel_domain` from the source
-tree, so its import hooks are removed first. Before serving, every handler is imported and the origin of every
-loaded `sentinel_service`, `sentinel_domain` and `sentinel_runner` module is printed as
-one JSON line; a module from anywhere else stops the runner. Standard library only until the hand-off.
+`sentinel_gateway`, and `sentinel_evaluation` whose CLI verb sentinel_runner.cli registers), which are not
+part of the deployment. The repository's editable install would otherwise serve `sentinel_service` and
+`sentinel_domain` from the source tree, so its import hooks are removed first. Before serving, every handler
+is imported and the origin of every loaded `sentinel_service`, `sentinel_domain` and `sentinel_runner` module
+is printed as one JSON line; a module from anywhere else stops the runner. Standard library only until the
+hand-off.
 """
 
 import argparse

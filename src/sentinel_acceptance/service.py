@@ -1,6 +1,6 @@
 """The checks that go through the front door: health, the refusals of every stateful route, the acceptance
-principals' scope, and the end-to-end ready flow (sentinel_client.flow.run_ready_flow, the one the demo runs), each of
-whose steps is judged again from the recorded HTTP exchanges rather than taken on the flow's word."""
+principals' scope, and the end-to-end ready flow (sentinel_client.flow.run_ready_flow, the one the demo runs),
+each of whose steps is judged again from the recorded HTTP exchanges rather than taken on the flow's word."""
 
 from __future__ import annotations
 
@@ -538,7 +538,8 @@ def _judge_decision(
 
 
 def accepted_writes(front: Front) -> int:
-    """Accepted writes counted from the transport record itself: 2xx POST/PUT answers that were not replays."""
+    """Accepted writes counted from the transport record itself: 2xx POST/PUT answers that were not
+    replays."""
     return sum(
         1
         for x in front.record

@@ -48,9 +48,9 @@ POLICIES = {
         "min_tests": 1,
     },
 }
-# What sentinel_client.flow.run_ready_flow expects of its project: its default files derive unit-tests obligations
-# (services/payments/** by rule, scripts/release.sh as unclassified), the publisher attests change context,
-# and dispatch_checks is allowed.
+# What sentinel_client.flow.run_ready_flow expects of its project: its default files derive unit-tests
+# obligations (services/payments/** by rule, scripts/release.sh as unclassified), the publisher attests change
+# context, and dispatch_checks is allowed.
 CONFIG = {
     "environments": ["staging"],
     "derivation_rules": [
@@ -108,8 +108,9 @@ def load_tokens(env: Mapping[str, str], stage: str, secrets_client: Any = None) 
     except Exception as error:  # any failure to read the secret is "no tokens", never a guess
         code = getattr(error, "response", {}).get("Error", {}).get("Code", type(error).__name__)
         raise TokensUnavailable(
-            f"no {ENV_TOKEN.format(role='<ROLE>')} variables, and the secret {secret_id} cannot be read ({code}): "
-            "run `make acceptance-tokens` (python -m sentinel_acceptance mint) or set the variables"
+            f"no {ENV_TOKEN.format(role='<ROLE>')} variables, and the secret {secret_id} cannot be read "
+            f"({code}): run `make acceptance-tokens` (python -m sentinel_acceptance mint) or set the "
+            "variables"
         ) from None
     tokens = {role: str(payload.get("tokens", {}).get(role, "")) for role in ROLES}
     if not all(tokens.values()):

@@ -212,7 +212,8 @@ def run_ready_flow(
             raise FlowError(f"evidence {check['check_id']}: expected pass, verified, bound; got {evidence}")
         say(
             f"   {check['check_id']}: {evidence['outcome']}, {evidence['trust']}, "
-            f"{evidence['counts']['tests']} tests, bound to {len(evidence['binding']['obligation_ids'])} obligation(s)"
+            f"{evidence['counts']['tests']} tests, bound to {len(evidence['binding']['obligation_ids'])} "
+            "obligation(s)"
         )
     decision("after evidence", ["TASK_NOT_REPORTED"])
 

@@ -247,10 +247,12 @@ def decide(
                 finding(
                     code,
                     {
-                        "REVIEW_REJECTED": "a reviewer rejected the current plan digest; amend the plan to go on",
+                        "REVIEW_REJECTED": "a reviewer rejected the current plan digest; amend the plan to "
+                        "go on",
                         "REVIEW_EXPIRED": "the approval of the current plan digest has expired",
                         "REVIEW_STALE": "the approval names an older plan digest",
-                        "REVIEW_MISSING": f"the current plan digest needs {config.approvals_required} valid approval(s)",
+                        "REVIEW_MISSING": f"the current plan digest needs {config.approvals_required} valid "
+                        "approval(s)",
                     }[code],
                 )
             )

@@ -40,8 +40,8 @@ def scope_covers(evidence_scopes: list[str], obligation_scope: str) -> bool:
 def judge(request: EvidenceRequest, policy: Policy | None) -> tuple[str, dict[str, int], str, str]:
     """(outcome, counts, raw_sha256, kind). Raises EvidenceRefused for what cannot be stored.
 
-    A JUnit report decides by its test cases (sentinel_domain.junit). Exit-code evidence passes only when the exit
-    code is the policy's expected one and every expected artifact pattern is matched by a named artifact
+    A JUnit report decides by its test cases (sentinel_domain.junit). Exit-code evidence passes only when the
+    exit code is the policy's expected one and every expected artifact pattern is matched by a named artifact
     (each carries its sha256, the model requires it); without a policy (a check not in the plan) nothing is
     expected of it, so it is `unknown`, never `pass`."""
     if (request.junit_xml is None) == (request.result is None):

@@ -50,7 +50,8 @@ __all__ = ["MAX_BYTES", "MAX_DEPTH", "JUnitSummary", "JUnitTooLarge", "Malformed
 MAX_DEPTH = 256
 """The deepest element nesting accepted; the root element is at depth 1."""
 MAX_BYTES = 2 * 1024 * 1024
-"""The largest report read, in UTF-8 bytes: the evidence route's body limit, so only direct callers meet it."""
+"""The largest report read, in UTF-8 bytes: the evidence route's body limit, so only direct callers meet
+it."""
 
 PASS = "pass"
 FAIL = "fail"
@@ -214,9 +215,9 @@ def parse_junit(xml_text: str) -> JUnitSummary:
     the same (UTF-8, ASCII, ISO-8859-n, windows-125n).
 
     Raises MalformedJUnit for anything that must be refused: not text, empty, a NUL character, text that
-    cannot be encoded (lone surrogates), a declared encoding whose markup would read differently, XML that is not well-formed, any DTD or entity declaration or
-    external reference, nesting deeper than MAX_DEPTH, or a root other than testsuites/testsuite; and its
-    subclass JUnitTooLarge for more than MAX_BYTES.
+    cannot be encoded (lone surrogates), a declared encoding whose markup would read differently, XML that is
+    not well-formed, any DTD or entity declaration or external reference, nesting deeper than MAX_DEPTH, or a
+    root other than testsuites/testsuite; and its subclass JUnitTooLarge for more than MAX_BYTES.
     """
     if not isinstance(xml_text, str):
         raise MalformedJUnit(f"JUnit XML must be text, not {type(xml_text).__name__}")
@@ -237,8 +238,9 @@ def parse_junit(xml_text: str) -> JUnitSummary:
         name = re.sub(r"[-_\s]", "", declared.group(1)).lower()
         if name not in _SAME_MARKUP_ENCODINGS:
             raise MalformedJUnit(
-                f"JUnit XML declares the encoding {declared.group(1)[:40]!r}, but arrived as text and is read as "
-                "UTF-8: a reader honouring the declaration would see other markup. Declare UTF-8 or nothing"
+                f"JUnit XML declares the encoding {declared.group(1)[:40]!r}, but arrived as text and is "
+                "read as UTF-8: a reader honouring the declaration would see other markup. Declare UTF-8 or "
+                "nothing"
             )
 
     counter = _Counter()

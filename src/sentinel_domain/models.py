@@ -111,7 +111,8 @@ class Policy(Strict):
 
 class OpenApiChange(Strict):
     """One OpenAPI document before and after the change. Each side is a JSON object, YAML or JSON text, or
-    null (the document was added or removed). Parsed and checked by sentinel_domain.openapi during derivation."""
+    null (the document was added or removed). Parsed and checked by sentinel_domain.openapi during
+    derivation."""
 
     name: Name
     before: dict[str, Any] | str | None = None

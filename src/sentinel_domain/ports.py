@@ -102,16 +102,17 @@ class Ids(Protocol):
 
 
 class Proposer(Protocol):
-    """Drafts a work plan with a model (DOMAIN.md rule 23). Adapters live in `sentinel_service.adapters.proposers`.
+    """Drafts a work plan with a model (DOMAIN.md rule 23). Adapters live in
+    `sentinel_service.adapters.proposers`.
 
     `request` is `sentinel_domain.proposals.proposal_request(...)`: the candidate's obligations, the project's
     policies, its allow-listed action types and the changed paths. An adapter shows it to the model only
-    through `sentinel_domain.proposals.model_prompt` (quoted data, never instructions) and returns the model's plan
-    as a JSON object, unjudged: the gate runs scope validation and preflight on it.
+    through `sentinel_domain.proposals.model_prompt` (quoted data, never instructions) and returns the model's
+    plan as a JSON object, unjudged: the gate runs scope validation and preflight on it.
 
     To ask for the deterministic fallback, raise; an exception whose `code` is one of
-    `sentinel_domain.proposals.FALLBACK_REASONS` (`ProposalFailed` carries one) names the failure class, any other
-    is recorded as MODEL_ERROR. An adapter returns or raises within its own time budget, well inside API
+    `sentinel_domain.proposals.FALLBACK_REASONS` (`ProposalFailed` carries one) names the failure class, any
+    other is recorded as MODEL_ERROR. An adapter returns or raises within its own time budget, well inside API
     Gateway's 30 s, and never puts a key in an exception, a log line or its `model_id`."""
 
     provider: str  # "none", "bedrock", "openai": shown by the health route

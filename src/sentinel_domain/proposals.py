@@ -1,5 +1,6 @@
 """Model proposals (DOMAIN.md rule 23): what a model is shown, the tool it must answer with, and how its
-answer is judged before the gate stores it. Pure: the adapters in `sentinel_service.adapters.proposers` do the talking.
+answer is judged before the gate stores it. Pure: the adapters in `sentinel_service.adapters.proposers` do the
+talking.
 
 A model only drafts. Whatever it returns is judged like any plan (preflight) and must stay inside the
 candidate's scope; on any failure the deterministic fallback stands in, with a stable reason code."""
@@ -20,9 +21,11 @@ FALLBACK_REASONS: dict[str, str] = {
     "MODEL_TIMEOUT": "the model did not answer in time (connect or read timeout, or the model's own timeout)",
     "MODEL_TRANSPORT_ERROR": "the model endpoint could not be reached (connection, TLS or protocol error)",
     "MODEL_THROTTLED": "the provider throttled the request, also after the bounded retries",
-    "MODEL_UNAVAILABLE": "the provider answered with a server-side failure (5xx, model not ready, model error)",
+    "MODEL_UNAVAILABLE": "the provider answered with a server-side failure (5xx, model not ready, model "
+    "error)",
     "MODEL_REJECTED": "the provider refused the request: access denied, validation, unknown model, redirect",
-    "MODEL_INPUT_TOO_LARGE": "the candidate's data exceeds what one request may carry; the model was not asked",
+    "MODEL_INPUT_TOO_LARGE": "the candidate's data exceeds what one request may carry; the model was not "
+    "asked",
     "MODEL_OUTPUT_MALFORMED": "no single plan tool call, or its input is not a JSON object",
     "MODEL_OUTPUT_FILTERED": "a guardrail or content filter stopped the answer",
     "MODEL_OUTPUT_TOO_LARGE": "the answer was cut at the output limit or exceeds the plan size limit",
@@ -121,8 +124,8 @@ def proposal_request(
 SYSTEM_PROMPT = f"""You draft work plans for Sentinel, a readiness gate for software changes made by coding \
 agents. You never decide whether a change may advance: humans review your plan, and evidence from CI decides.
 
-Answer only by calling the tool {PLAN_TOOL_NAME} exactly once; its input is the whole plan. A plan that breaks \
-any of these rules is discarded:
+Answer only by calling the tool {PLAN_TOOL_NAME} exactly once; its input is the whole plan. A plan that \
+breaks any of these rules is discarded:
 - Cover every obligation: each obligation_id appears in the covers list of at least one check whose \
 policy_ref equals that obligation's policy_id. A check covers only obligations of its own policy. Use only \
 the obligation_ids given.

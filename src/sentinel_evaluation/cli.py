@@ -1,5 +1,5 @@
-"""`sentinel eval` / `python -m sentinel_evaluation.cli`: run the scenario catalog twice through the real handlers and
-print the report. Exit 0 when every gate holds, 1 when one fails, 2 on a usage or catalog error.
+"""`sentinel eval` / `python -m sentinel_evaluation.cli`: run the scenario catalog twice through the real
+handlers and print the report. Exit 0 when every gate holds, 1 when one fails, 2 on a usage or catalog error.
 
 The report and its digest hold nothing that varies between runs or machines; the elapsed time is printed
 after the digest line (or to standard error with --json) and is not part of it."""
@@ -30,8 +30,8 @@ def render(report: dict[str, Any]) -> str:
     catalog = report["catalog"]
     lines = [
         "Sentinel scenario evaluation",
-        f"catalog: {catalog['scenarios']} scenarios x {catalog['runs_per_scenario']} runs = {catalog['runs']} "
-        f"runs ({catalog['critical']} critical{', subset' if catalog['subset'] else ''})",
+        f"catalog: {catalog['scenarios']} scenarios x {catalog['runs_per_scenario']} runs = "
+        f"{catalog['runs']} runs ({catalog['critical']} critical{', subset' if catalog['subset'] else ''})",
         "",
     ]
     width = max([len(s["name"]) for s in report["scenarios"]] + [8])

@@ -266,7 +266,8 @@ class Shadow:
     # ---- negative and unknown apart ----------------------------------------------------------------
 
     def outcome_problems(self, findings: list[dict[str, Any]]) -> list[str]:
-        """A failure must read EVIDENCE_NEGATIVE and an unknown EVIDENCE_UNKNOWN, never both, never swapped."""
+        """A failure must read EVIDENCE_NEGATIVE and an unknown EVIDENCE_UNKNOWN, never both, never
+        swapped."""
         by_pair: dict[tuple[Any, Any], set[str]] = {}
         for f in findings:
             by_pair.setdefault((f.get("obligation_id"), f.get("check_id")), set()).add(f["code"])

@@ -1,6 +1,6 @@
 """One request step: the request sent through the emulated API Gateway and the real handlers, its trace,
-the oracles after it (identity, side effects, binding, outcomes), the checks of what the step expects, and what
-an accepted request adds to the harness's shadow."""
+the oracles after it (identity, side effects, binding, outcomes), the checks of what the step expects, and
+what an accepted request adds to the harness's shadow."""
 
 from typing import Any
 

@@ -348,7 +348,8 @@ class RequestBuilder:
         )
 
     def _call(self, step: dict[str, Any], as_: str | None) -> Request:
-        """Any route: `{candidate}`, `{digest}`, `{revision}` are filled; a relative path is the candidate's."""
+        """Any route: `{candidate}`, `{digest}`, `{revision}` are filled; a relative path is the
+        candidate's."""
 
         def fill(text: str) -> str:
             return (

@@ -54,7 +54,8 @@ class LambdaContext:
 
 
 class TokenBucket:
-    """The stage throttle (API Gateway's token bucket), per caller: `rate` requests a second, `burst` at once."""
+    """The stage throttle (API Gateway's token bucket), per caller: `rate` requests a second, `burst` at
+    once."""
 
     def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.rate, self.burst, self.clock = rate, burst, clock

@@ -2,7 +2,8 @@
 
 `python -m sentinel_infra.packaging build` (what `make build` runs) writes into build/:
 
-    functions.zip    the `sentinel_service` package (every handler: `sentinel_service.handlers.<name>.handler`)
+    functions.zip    the `sentinel_service` package (every handler:
+                     `sentinel_service.handlers.<name>.handler`)
     core-layer.zip   python/sentinel_domain/...  the domain core
     deps-layer.zip   python/<packages>    third-party runtime dependencies for the Lambda runtime
     digests.json     per zip: sha256 (hex), code_sha256 (base64, as Lambda reports CodeSha256), bytes
@@ -14,9 +15,9 @@ fixed level gives the same output for the same zlib, so digests.json records the
 
 The deps layer is [project].dependencies minus what the runtime provides (boto3 and botocore), resolved once
 into infra/deps-layer.txt: exact versions and sha256 hashes of the manylinux2014_aarch64 / CPython 3.13
-wheels (`python -m sentinel_infra.packaging lock`, i.e. `make deps-lock`, regenerates it). Builds install from that
-lock with --require-hashes, so a new upstream release never changes a layer silently. Downloaded wheels are
-cached under build/cache/, keyed by the lock's digest; a rebuild needs no network.
+wheels (`python -m sentinel_infra.packaging lock`, i.e. `make deps-lock`, regenerates it). Builds install from
+that lock with --require-hashes, so a new upstream release never changes a layer silently. Downloaded wheels
+are cached under build/cache/, keyed by the lock's digest; a rebuild needs no network.
 """
 
 from __future__ import annotations

@@ -22,9 +22,10 @@ from sentinel_service.http.routes import FUNCTIONS
 
 # What each function may do to the state table, and nothing more (no function may write the principals
 # table; only the authorizer reads it). Transactions need no action of their own: IAM authorises each item
-# inside a TransactWriteItems by its kind (a Put as PutItem, a ConditionCheck as ConditionCheckItem). tests/infrastructure/test_stack_iam.py derives the set the store really
-# issues from sentinel_service/adapters/dynamodb_store.py (with the items it builds, dynamodb_items.py) and
-# fails when the two drift apart.
+# inside a TransactWriteItems by its kind (a Put as PutItem, a ConditionCheck as ConditionCheckItem).
+# tests/infrastructure/test_stack_iam.py derives the set the store really issues from
+# sentinel_service/adapters/dynamodb_store.py (with the items it builds, dynamodb_items.py) and fails when the
+# two drift apart.
 STATE_WRITER_ACTIONS = (
     "dynamodb:GetItem",
     "dynamodb:Query",
@@ -58,8 +59,8 @@ class SentinelStack(cdk.Stack):
         self.token_key = secretsmanager.Secret(
             self,
             "TokenKey",
-            description="Sentinel: the key under which token HMACs are stored (never the tokens). Replacing it "
-            "voids every token.",
+            description="Sentinel: the key under which token HMACs are stored (never the tokens). Replacing "
+            "it voids every token.",
             generate_secret_string=secretsmanager.SecretStringGenerator(
                 password_length=64, exclude_punctuation=True, include_space=False
             ),
@@ -68,9 +69,9 @@ class SentinelStack(cdk.Stack):
         cdk.Validations.of(self.token_key).acknowledge(
             cdk.Acknowledgment(
                 id="AwsSolutions-SMG4",
-                reason="Rotating this key voids every issued token at once (only HMACs are stored, keyed by it), "
-                "so rotation is a planned operator action with re-issued tokens (docs/deploy.md), never a "
-                "timer. It is readable only by the authorizer and the operator.",
+                reason="Rotating this key voids every issued token at once (only HMACs are stored, keyed by "
+                "it), so rotation is a planned operator action with re-issued tokens (docs/deploy.md), never "
+                "a timer. It is readable only by the authorizer and the operator.",
             )
         )
 
@@ -184,9 +185,9 @@ class SentinelStack(cdk.Stack):
         cdk.Validations.of(self.functions[PLANS_FUNCTION].role).acknowledge(
             cdk.Acknowledgment(
                 id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:bedrock:*::foundation-model/{foundation}]",
-                reason="A geographic inference profile sends each call to the named foundation model in whichever "
-                "region of its geography has capacity; the region is the only wildcard, and the model and "
-                "the profile are named exactly.",
+                reason="A geographic inference profile sends each call to the named foundation model in "
+                "whichever region of its geography has capacity; the region is the only wildcard, and the "
+                "model and the profile are named exactly.",
             )
         )
 

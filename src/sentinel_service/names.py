@@ -8,7 +8,7 @@ or a metric name is part of the deployment's contract, so add names rather than 
 
 SERVICE = "sentinel"
 
-# ---- the tables' key schema (adapters/tables.py builds the tables; infra defines the deployed ones) ----------
+# ---- the tables' key schema (adapters/tables.py builds the tables; infra defines the deployed ones) --------
 PK = "pk"
 SK = "sk"
 # The outbox relay on AWS reads the state table's stream: new images only.

@@ -70,7 +70,8 @@ class Operator:
         roles: Mapping[str, Sequence[str]],
         ttl_seconds: int | None = None,
     ) -> str:
-        """A new principal and its token; the act is recorded on the chain of every project it holds a role in."""
+        """A new principal and its token; the act is recorded on the chain of every project it holds a role
+        in."""
         missing = [p for p in roles if not self.project_exists(p)]
         if missing:
             raise PrincipalRefused("NOT_FOUND", f"no project {', '.join(missing)}: create it first")
@@ -130,7 +131,8 @@ class Operator:
             "roles": {p: sorted(existing.get("roles", {}).get(p, [])) for p in roles},
         }
         if held != asked:
-            # Re-issuing never changes who a principal is: a token for another kind, sponsor or roles is refused.
+            # Re-issuing never changes who a principal is: a token for another kind, sponsor or roles is
+            # refused.
             raise PrincipalRefused(
                 "PRINCIPAL_EXISTS",
                 f"principal {principal_id} exists as {held['kind']} with "

@@ -23,7 +23,7 @@ if str(REPO) not in sys.path:  # infra/ and app.py live at the repository root, 
 STACK = names.stack_name(json.loads((REPO / "cdk.json").read_text())["context"]["stage"])
 
 
-# ---- the hook -----------------------------------------------------------------------------------------------
+# ---- the hook ----------------------------------------------------------------------------------------------
 
 
 @pytest.fixture

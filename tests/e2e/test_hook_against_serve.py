@@ -94,7 +94,8 @@ def world(tmp_path_factory: pytest.TempPathFactory):
 
 
 def finding_lines(decision: dict[str, Any]) -> list[str]:
-    """The documented finding line: code, where, detail, and the policy's remediation hint when there is one."""
+    """The documented finding line: code, where, detail, and the policy's remediation hint when there is
+    one."""
     lines = []
     for finding in decision["findings"]:
         where = [
@@ -205,11 +206,11 @@ def on_hold(world: World, name: str) -> tuple[int, str, str]:
             "",
             "\n".join(
                 [
-                    f"Sentinel: this change is not ready to release: payments at {hold.sha} in staging is on hold "
-                    f"(candidate {hold.candidate_id}).",
+                    f"Sentinel: this change is not ready to release: payments at {hold.sha} in staging is on "
+                    f"hold (candidate {hold.candidate_id}).",
                     *finding_lines(hold.decision),
-                    "Before finishing, resolve the findings, or tell the user plainly that the change is not ready to "
-                    "release.",
+                    "Before finishing, resolve the findings, or tell the user plainly that the change is not "
+                    "ready to release.",
                 ]
             )
             + "\n",
@@ -220,8 +221,9 @@ def on_hold(world: World, name: str) -> tuple[int, str, str]:
             json.dumps(
                 {
                     "systemMessage": (
-                        f"Sentinel: the agent stopped while payments at {hold.sha} in staging is on hold (EVIDENCE_MISSING, "
-                        "REVIEW_MISSING, TASK_NOT_REPORTED). A release will be denied until it is ready."
+                        f"Sentinel: the agent stopped while payments at {hold.sha} in staging is on hold "
+                        "(EVIDENCE_MISSING, REVIEW_MISSING, TASK_NOT_REPORTED). A release will be denied "
+                        "until it is ready."
                     )
                 }
             )
@@ -255,8 +257,8 @@ def test_a_push_of_a_commit_without_a_candidate_is_denied(world: World) -> None:
     assert (ran.exit_code, ran.stdout) == (2, "")
     assert ran.stderr == (
         f"Sentinel denied `git push origin HEAD`: payments at {world.unknown.sha} in staging is on hold.\n"
-        "- NO_CANDIDATE: no candidate exists for this subject, revision and environment Remediation: create the "
-        "candidate for this exact commit (POST /v1/projects/demo/candidates) and have CI attest it\n"
+        "- NO_CANDIDATE: no candidate exists for this subject, revision and environment Remediation: create "
+        "the candidate for this exact commit (POST /v1/projects/demo/candidates) and have CI attest it\n"
         f"{NEXT_HOLD}\n"
     )
 
@@ -284,8 +286,8 @@ def test_a_refused_token_is_a_denial(world: World, tmp_path: Path) -> None:
         "",
         (
             f"Sentinel denied `git push origin HEAD`: no decision could be established for payments at "
-            f"{world.ready.sha} in staging (fail closed).\n- TOKEN_REFUSED: the service refused the token (HTTP 403): "
-            f"unknown, malformed, expired or revoked\n{NEXT_ERROR}\n"
+            f"{world.ready.sha} in staging (fail closed).\n- TOKEN_REFUSED: the service refused the token "
+            f"(HTTP 403): unknown, malformed, expired or revoked\n{NEXT_ERROR}\n"
         ),
     )
 
@@ -349,11 +351,11 @@ def test_claiming_done_on_a_held_commit_is_sent_back_once(world: World, fields: 
         ran.stderr
         == "\n".join(
             [
-                f"Sentinel: this change is not ready to release: payments at {hold.sha} in staging is on hold (candidate "
-                f"{hold.candidate_id}).",
+                f"Sentinel: this change is not ready to release: payments at {hold.sha} in staging is on "
+                f"hold (candidate {hold.candidate_id}).",
                 *finding_lines(hold.decision),
-                f"Before {finish}, resolve the findings, or tell the user plainly that the change is not ready to "
-                "release.",
+                f"Before {finish}, resolve the findings, or tell the user plainly that the change is not "
+                "ready to release.",
             ]
         )
         + "\n"

@@ -243,7 +243,8 @@ def test_a_server_that_hangs_is_a_denial_before_the_hook_times_out(
         ),
         (
             lambda _r: json_answer(403, {"message": "Forbidden"}),
-            "- TOKEN_REFUSED: the service refused the token (HTTP 403): unknown, malformed, expired or revoked",
+            "- TOKEN_REFUSED: the service refused the token (HTTP 403): unknown, malformed, expired or "
+            "revoked",
         ),
         (
             lambda _r: json_answer(401, {"message": "Unauthorized"}),
@@ -253,7 +254,8 @@ def test_a_server_that_hangs_is_a_denial_before_the_hook_times_out(
             lambda _r: json_answer(
                 404, {"title": "Not found", "status": 404, "detail": "no such project", "code": "NOT_FOUND"}
             ),
-            "- NOT_FOUND: HTTP 404: no such project (project demo does not exist, or the token has no role in it)",
+            "- NOT_FOUND: HTTP 404: no such project (project demo does not exist, or the token has no role "
+            "in it)",
         ),
         (lambda _r: (301, {"Location": "http://elsewhere.example/"}, b""), "- HTTP_301: HTTP 301"),
     ],
@@ -340,8 +342,8 @@ def test_a_tls_failure_is_a_denial(home: Path, repo, token_file: Path) -> None:
     [
         (
             {},
-            "- SETTING_MISSING: required setting(s) not set: SENTINEL_URL, SENTINEL_PROJECT, SENTINEL_SUBJECT, "
-            "SENTINEL_ENVIRONMENT, SENTINEL_TOKEN_FILE",
+            "- SETTING_MISSING: required setting(s) not set: SENTINEL_URL, SENTINEL_PROJECT, "
+            "SENTINEL_SUBJECT, SENTINEL_ENVIRONMENT, SENTINEL_TOKEN_FILE",
         ),
         (
             {"url": "http://127.0.0.1:9", "project": "demo", "subject": "payments", "environment": "staging"},

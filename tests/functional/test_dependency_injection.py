@@ -1,4 +1,5 @@
-"""The endpoints' seams: services and the caller arrive through Powertools' Depends, replaceable per resolver."""
+"""The endpoints' seams: services and the caller arrive through Powertools' Depends, replaceable per
+resolver."""
 
 import json
 

@@ -1,5 +1,5 @@
-"""Concurrent requests through the emulated gateway never see each other's caller (Powertools keeps the current
-event on a class attribute shared by every resolver in the process)."""
+"""Concurrent requests through the emulated gateway never see each other's caller (Powertools keeps the
+current event on a class attribute shared by every resolver in the process)."""
 
 import json
 import sys

@@ -16,8 +16,8 @@ A2 = {"action_id": "A2", "type": "notify", "params": {"channel": "release-room"}
 
 
 # ---- helpers ------------------------------------------------------------------------------------------
-# The shared set-up requests (support/api.py), as this file uses them: every set-up write must be a first write
-# (no Idempotent-Replay), and every plan carries a second task, T2.
+# The shared set-up requests (support/api.py), as this file uses them: every set-up write must be a first
+# write (no Idempotent-Replay), and every plan carries a second task, T2.
 
 T2 = {
     "task_id": "T2",

@@ -1,6 +1,7 @@
 """An unreadable OpenAPI document in a change context, through the HTTP handlers behind the emulated gateway:
 `422 MALFORMED_CHANGE_CONTEXT` as a problem document, on both routes that take a change, and nothing stored
-(no fact, no audit event, no claim, no idempotency record). A readable one derives per-operation obligations."""
+(no fact, no audit event, no claim, no idempotency record). A readable one derives per-operation
+obligations."""
 
 import json
 from typing import Any

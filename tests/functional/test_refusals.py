@@ -323,7 +323,8 @@ def test_kind_is_checked_before_role(api, add_actor) -> None:
     add_actor("rogue-ci", actor("rogue-ci", "ci", "reviewer", "publisher"))
     r = ready_candidate(api, approve=False)
     review = {"decision": "approve", "plan_digest": r.digest, "revision": REV}
-    # When each reviews / Then kind decides first, whatever the roles; a human without the role is 403 FORBIDDEN_ROLE
+    # When each reviews / Then kind decides first, whatever the roles; a human without the role is 403
+    # FORBIDDEN_ROLE
     refused(
         api,
         403,
@@ -1224,7 +1225,8 @@ def test_evidence_with_both_or_neither_body_is_validation_failed(api) -> None:
     [
         '<?xml version="1.0"?><!DOCTYPE testsuite [<!ELEMENT testsuite ANY>]>'
         '<testsuite name="s"><testcase classname="a" name="t"/></testsuite>',
-        '<!DOCTYPE testsuite [<!ENTITY x "boom">]><testsuite name="&x;"><testcase classname="a" name="t"/></testsuite>',
+        '<!DOCTYPE testsuite [<!ENTITY x "boom">]>'
+        '<testsuite name="&x;"><testcase classname="a" name="t"/></testsuite>',
         '<!DOCTYPE testsuite SYSTEM "http://example.invalid/junit.dtd"><testsuite name="s"/>',
         '<testsuite name="s"><testcase classname="a" name="t"></testsuite>',
         "<testsuite>" * 300 + "</testsuite>" * 300,

@@ -18,7 +18,8 @@ from support.infra import CONTEXT, STACK, Synthesized, WithheldAcknowledgements,
 @pytest.fixture(scope="session")
 def synthesized_dirs(built: Path, shared_dir: Path) -> tuple[Path, Path]:
     """Synthesize twice in one process (the second synth of a process costs about a second, the first ten):
-    the test context with acknowledgements recorded instead of applied, and cdk.json's defaults as they are."""
+    the test context with acknowledgements recorded instead of applied, and cdk.json's defaults as they
+    are."""
     branches, defaults = shared_dir / "cdk.out", shared_dir / "cdk.out.defaults"
     done = shared_dir / "synth.json"  # written last: a synth that broke off is redone, not reused
     with exclusive(shared_dir / ".synth.lock"):
@@ -63,7 +64,8 @@ def _synthesized(outdir: Path, stack: str, built: Path, shared_dir: Path) -> Syn
 
 @pytest.fixture(scope="session")
 def synthesized(synthesized_dirs: tuple[Path, Path], built: Path, shared_dir: Path) -> Synthesized:
-    """The test context (every optional branch taken), with cdk-nag's findings as if nothing were acknowledged."""
+    """The test context (every optional branch taken), with cdk-nag's findings as if nothing were
+    acknowledged."""
     return _synthesized(synthesized_dirs[0], STACK, built, shared_dir)
 
 

@@ -89,7 +89,8 @@ def test_the_names_module_and_the_route_table_build_no_client_and_import_nothing
         "def refuse(*a, **k): raise SystemExit('an AWS client was built at import time')\n"
         "boto3.client = boto3.resource = boto3.session.Session.client = refuse\n"
         "import sentinel_service.names, sentinel_service.http.routes\n"
-        "import sys; print(sorted(m for m in sys.modules if m == 'sentinel_infra' or m.startswith('sentinel_infra.')))"
+        "import sys; print(sorted(m for m in sys.modules if m == 'sentinel_infra' or "
+        "m.startswith('sentinel_infra.')))"
     )
     # When they are imported with client construction refused
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)

@@ -135,7 +135,10 @@ def test_every_function_has_an_allowed_set() -> None:
 def test_the_handler_imports_nothing_it_does_not_use(handler: str) -> None:
     # Given a fresh interpreter, When it imports the handler as Lambda's INIT phase does
     modules = modules_loaded_by(handler)
-    hint = f"find who imports it with: .venv/bin/python -X importtime -c 'import sentinel_service.handlers.{handler}'"
+    hint = (
+        "find who imports it with: .venv/bin/python -X importtime -c 'import "
+        f"sentinel_service.handlers.{handler}'"
+    )
     # Then nothing that must wait for the first call, or never ships, was imported
     forbidden = {name: why for name, why in NEVER_AT_IMPORT.items() if name in modules}
     assert forbidden == {}, hint

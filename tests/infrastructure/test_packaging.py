@@ -1,5 +1,5 @@
-"""Lambda packages: reproducible bytes, the layout Lambda expects, the digests Lambda reports, and a deps layer
-that is exactly the locked runtime dependencies."""
+"""Lambda packages: reproducible bytes, the layout Lambda expects, the digests Lambda reports, and a deps
+layer that is exactly the locked runtime dependencies."""
 
 import base64
 import hashlib
@@ -89,7 +89,8 @@ def test_the_core_layer_is_python_sentinel_domain(built: Path) -> None:
     with zipfile.ZipFile(built / packaging.CORE_LAYER_ZIP) as archive:
         names = set(archive.namelist())
     src = REPO / "src"
-    # Then it holds the domain core under python/sentinel_domain/, which Lambda puts on the path as /opt/python
+    # Then it holds the domain core under python/sentinel_domain/, which Lambda puts on the path as
+    # /opt/python
     assert names == {
         "python/" + p.relative_to(src).as_posix()
         for p in (src / "sentinel_domain").rglob("*.py")

@@ -1,5 +1,5 @@
-"""Functions: one per concern, all on the one runtime, with logs, tracing, timeouts inside API Gateway's limit,
-the packages `make build` produced, and a published version behind the alias the API calls."""
+"""Functions: one per concern, all on the one runtime, with logs, tracing, timeouts inside API Gateway's
+limit, the packages `make build` produced, and a published version behind the alias the API calls."""
 
 import hashlib
 import json

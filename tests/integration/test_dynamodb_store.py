@@ -1,5 +1,5 @@
-"""DynamoStateStore against moto in-process: the StateStore contract on DynamoDB (DOMAIN.md rules 16, 17, 24, 25
-and "Limits that shape the store")."""
+"""DynamoStateStore against moto in-process: the StateStore contract on DynamoDB (DOMAIN.md rules 16, 17, 24,
+25 and "Limits that shape the store")."""
 
 from __future__ import annotations
 

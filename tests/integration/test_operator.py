@@ -1,4 +1,5 @@
-"""The operator's acts through the composition root, on DynamoDB (moto): each recorded on its project's chain."""
+"""The operator's acts through the composition root, on DynamoDB (moto): each recorded on its project's
+chain."""
 
 from collections.abc import Iterator
 from typing import Any

@@ -71,7 +71,8 @@ def directory(client: Any) -> PrincipalDirectory:
 
 @pytest.fixture
 def authorize(client: Any) -> Handler:
-    """The authorizer over the test table, the known key and a fixed clock, as the composition root builds it."""
+    """The authorizer over the test table, the known key and a fixed clock, as the composition root builds
+    it."""
     services = compose(
         Settings.from_env({"SENTINEL_PRINCIPALS_TABLE": TABLE, "AWS_REGION": REGION}),
         dynamodb=client,

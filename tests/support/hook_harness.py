@@ -1,5 +1,6 @@
 """Running the hook as Claude Code runs it: a real subprocess with an event on stdin, a clean HOME and only
-the settings a test gives it; real git repositories; stand-in servers for failures sentinel serve never has."""
+the settings a test gives it; real git repositories; stand-in servers for failures sentinel serve never
+has."""
 
 from __future__ import annotations
 

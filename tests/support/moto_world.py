@@ -434,7 +434,8 @@ class Flow:
 
 @dataclass
 class Frozen:
-    """Everything needed to start again from one point of the flow: the table, the clock, the ids, the flow."""
+    """Everything needed to start again from one point of the flow: the table, the clock, the ids, the
+    flow."""
 
     items: list[dict[str, Any]]
     now: Any
@@ -562,9 +563,9 @@ class Audit:
 
 
 def audit_table(world: DynamoWorld, *, allow_in_progress: bool = False) -> Audit:
-    """Every chain verifies; every item belongs to a whole change: events 1..head without gaps, every fact part
-    present, no part or outbox item without its event, every outbox item an audited execution, every claim a
-    created candidate, every completed idempotency record an appended event."""
+    """Every chain verifies; every item belongs to a whole change: events 1..head without gaps, every fact
+    part present, no part or outbox item without its event, every outbox item an audited execution, every
+    claim a created candidate, every completed idempotency record an appended event."""
     items = world.items()
     by_pk: dict[str, list[dict[str, Any]]] = {}
     for item in items:

@@ -1,4 +1,5 @@
-"""Ways to change an emulated deployment, for the tests that prove the gate catches what it exists to catch."""
+"""Ways to change an emulated deployment, for the tests that prove the gate catches what it exists to
+catch."""
 
 import hashlib
 import json

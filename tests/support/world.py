@@ -1,4 +1,5 @@
-"""The shared test world: a gate over the in-memory store with a fixed clock, and the demo project's actors."""
+"""The shared test world: a gate over the in-memory store with a fixed clock, and the demo project's
+actors."""
 
 from datetime import UTC, datetime
 

@@ -695,7 +695,8 @@ def test_an_older_pass_arriving_later_does_not_outvote_a_newer_failure(world: Wo
 
 
 def test_with_equal_observation_and_recording_times_the_later_arrival_decides(world: World) -> None:
-    # Given an approved candidate with a pass and then a failure, both observed and recorded at the same instants
+    # Given an approved candidate with a pass and then a failure, both observed and recorded at the same
+    # instants
     cand = approved(world)
     post_evidence(world, cand.cid)
     post_evidence(world, cand.cid, junit_xml=JUNIT_FAIL)

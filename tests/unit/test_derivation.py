@@ -1,6 +1,6 @@
-"""Unit tests for sentinel_domain.derivation: obligations from changed files and from OpenAPI diffs (DOMAIN.md rules
-5 and 6, issue 3). A per-operation obligation is scoped `<document>/<METHOD> <path template>`, carries the
-reason it was derived, and an unreadable document is a refusal, never "no changes"."""
+"""Unit tests for sentinel_domain.derivation: obligations from changed files and from OpenAPI diffs (DOMAIN.md
+rules 5 and 6, issue 3). A per-operation obligation is scoped `<document>/<METHOD> <path template>`, carries
+the reason it was derived, and an unreadable document is a refusal, never "no changes"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Unit tests for sentinel_domain.junit (DOMAIN.md rule 8: evidence outcomes), on small hand-written reports."""
+"""Unit tests for sentinel_domain.junit (DOMAIN.md rule 8: evidence outcomes), on small hand-written
+reports."""
 
 from __future__ import annotations
 
@@ -120,7 +121,10 @@ def test_rerun_error_with_error_stays_errored():
 
 def test_rerun_failure_alone_still_fails():
     # Given a case carrying only rerun markers (no final <failure>/<error>)
-    xml = '<testsuite><testcase name="a"><rerunFailure/></testcase><testcase name="b"><rerunError/></testcase></testsuite>'
+    xml = (
+        '<testsuite><testcase name="a"><rerunFailure/></testcase>'
+        '<testcase name="b"><rerunError/></testcase></testsuite>'
+    )
     # When it is parsed, Then they are still failed and errored (fail closed)
     assert parse_junit(xml) == summary(2, 1, 1, 0, "fail")
 
@@ -198,7 +202,10 @@ def test_failure_hidden_deeper_inside_a_case_still_fails_it():
 
 def test_testcase_inside_testcase_is_folded_into_the_outer_one():
     # Given a (non-standard) test case nested in another, the inner one failing
-    xml = '<testsuite><testcase name="outer"><testcase name="inner"><failure/></testcase></testcase></testsuite>'
+    xml = (
+        '<testsuite><testcase name="outer"><testcase name="inner">'
+        "<failure/></testcase></testcase></testsuite>"
+    )
     # When it is parsed, Then it is one failed case
     assert parse_junit(xml) == summary(1, 1, 0, 0, "fail")
 
@@ -328,7 +335,10 @@ def test_comments_processing_instructions_and_predefined_entities_are_fine():
 
 def test_non_ascii_and_astral_characters_are_fine():
     # Given names and messages outside the BMP and in CJK/Hangul
-    xml = '<testsuite><testcase name="테스트 𒍺 𡓿"><failure message="ñandú 😋">𠄉</failure></testcase></testsuite>'
+    xml = (
+        '<testsuite><testcase name="테스트 𒍺 𡓿">'
+        '<failure message="ñandú 😋">𠄉</failure></testcase></testsuite>'
+    )
     # When it is parsed, Then it is read normally
     assert parse_junit(xml) == summary(1, 1, 0, 0, "fail")
 

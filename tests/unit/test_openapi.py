@@ -1,6 +1,6 @@
-"""Unit tests for sentinel_domain.openapi: reading documents safely, resolving internal $refs, and the diff with its
-breaking classification (consumer-side: what the client sends may not be refused more, what it receives may
-not vary more). Hostile inputs with time and memory bounds live in test_hostile_inputs.py."""
+"""Unit tests for sentinel_domain.openapi: reading documents safely, resolving internal $refs, and the diff
+with its breaking classification (consumer-side: what the client sends may not be refused more, what it
+receives may not vary more). Hostile inputs with time and memory bounds live in test_hostile_inputs.py."""
 
 from __future__ import annotations
 
@@ -547,7 +547,8 @@ def test_closing_an_object_breaks_senders_opening_it_breaks_readers():
 
 
 def test_3_0_and_3_1_spellings_of_the_same_constraint_are_equal():
-    # Given exclusiveMinimum as 3.0 writes it (a flag) and as 3.1 writes it (the bound); nullable and a null type
+    # Given exclusiveMinimum as 3.0 writes it (a flag) and as 3.1 writes it (the bound); nullable and a null
+    # type
     old = {"type": "integer", "minimum": 0, "exclusiveMinimum": True, "nullable": True}
     new = {"type": ["integer", "null"], "exclusiveMinimum": 0}
     # When compared, Then nothing changed
@@ -627,7 +628,8 @@ def test_a_shared_component_change_reaches_every_operation_that_uses_it():
     before = document(paths, components={"schemas": {"Pet": pet}})
     after = copy.deepcopy(before)
     after["components"]["schemas"]["Pet"]["properties"]["name"]["maxLength"] = 20
-    # When the shared schema tightens, Then the sender breaks, the reader does not, the unrelated one is silent
+    # When the shared schema tightens, Then the sender breaks, the reader does not, the unrelated one is
+    # silent
     assert changes(before, after) == {
         ("GET /pets", "schema-constraint-tightened", "response 200 application/json: [].name", False),
         ("POST /pets", "schema-constraint-tightened", "request body application/json: name", True),

@@ -1,6 +1,6 @@
-"""The use cases answer typed outcomes: what happened, as data, never an HTTP status or header. A replay is the
-stored outcome read back and marked replayed; the chain transaction appends one fact, its event and its head in
-one write, completing the idempotency record with the outcome's JSON."""
+"""The use cases answer typed outcomes: what happened, as data, never an HTTP status or header. A replay is
+the stored outcome read back and marked replayed; the chain transaction appends one fact, its event and its
+head in one write, completing the idempotency record with the outcome's JSON."""
 
 import pytest
 

@@ -1,4 +1,5 @@
-"""Plan preflight (DOMAIN.md rule 18) through `Gate.put_plan`, the plan digest, and the fallback plan (rule 23).
+"""Plan preflight (DOMAIN.md rule 18) through `Gate.put_plan`, the plan digest, and the fallback plan
+(rule 23).
 
 A failing plan is `422 PLAN_PREFLIGHT_FAILED` with one finding per problem, and nothing is stored."""
 

@@ -121,7 +121,8 @@ PACKAGES = (
 
 
 def import_circles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """Every group of modules that import each other, directly or not (Tarjan's strongly connected components)."""
+    """Every group of modules that import each other, directly or not (Tarjan's strongly connected
+    components)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -190,7 +191,8 @@ def test_the_route_table_and_the_names_import_only_the_standard_library() -> Non
 
 
 def room_of(module: str) -> str:
-    """A top-level package is a room; the service holds several (its HTTP edge, its adapters, its handlers)."""
+    """A top-level package is a room; the service holds several (its HTTP edge, its adapters, its
+    handlers)."""
     parts = module.split(".")
     return ".".join(parts[:2]) if parts[0] == "sentinel_service" and len(parts) > 2 else parts[0]
 
@@ -200,7 +202,8 @@ def module_name(path: Path) -> str:
 
 
 def private_reaches(path: Path, module: str | None = None) -> list[str]:
-    """`from X import _name`, `from X._module import …`, and `alias._name` where alias is another room's module."""
+    """`from X import _name`, `from X._module import …`, and `alias._name` where alias is another room's
+    module."""
     module = module or module_name(path)
     tree = ast.parse(path.read_text())
     found, aliases = [], {}

@@ -8,8 +8,8 @@ when a document arrives as YAML text (lazily: every handler imports the core at 
 Three rules shape everything here:
 
 * **Refuse rather than guess.** A document that cannot be parsed, is not OpenAPI 3.0/3.1, has the wrong shape
-  where the diff needs a shape, refers outside itself (`$ref` to a file or URL: never fetched), or exceeds a cap
-  (size, depth, nodes, `$ref` hops, diff work) raises `MalformedOpenApi`. It is never "no changes".
+  where the diff needs a shape, refers outside itself (`$ref` to a file or URL: never fetched), or exceeds a
+  cap (size, depth, nodes, `$ref` hops, diff work) raises `MalformedOpenApi`. It is never "no changes".
 * **Breaking has the consumer's meaning.** A change is breaking when it can break an existing client.
   Values the client *sends* (parameters, request bodies) break it when the API accepts fewer of them
   (tightened); values the client *receives* (responses) break it when the API may produce more of them

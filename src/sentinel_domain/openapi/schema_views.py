@@ -29,8 +29,9 @@ class _SchemaViews:
     # ---- schema views ------------------------------------------------------------------------------------
 
     def _view(self, doc: Document, node: Any) -> tuple[dict[str, Any] | None, Any, bool]:
-        """A schema ready to compare: references followed, `nullable` and type-only `anyOf`/`oneOf` folded into
-        a `type` list. Returns (view, identity for cycle detection and memo, whether a $ref was followed)."""
+        """A schema ready to compare: references followed, `nullable` and type-only `anyOf`/`oneOf` folded
+        into a `type` list. Returns (view, identity for cycle detection and memo, whether a $ref was
+        followed)."""
         if node is None:
             return None, None, False
         via_ref = False

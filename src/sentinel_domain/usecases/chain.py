@@ -181,7 +181,8 @@ class Chain:
 
     def require_intact(self, stream: Stream) -> None:
         """Nothing is judged from facts the chain no longer vouches for: a tampered chain refuses every write
-        (and every read that would act on it) until an operator restores it; decisions hold with STATE_TAMPERED."""
+        (and every read that would act on it) until an operator restores it; decisions hold with
+        STATE_TAMPERED."""
         verification = self.verify(stream)
         if not verification.valid:
             raise unavailable(

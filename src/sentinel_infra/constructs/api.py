@@ -1,5 +1,5 @@
-"""The HTTP API: one route per row of sentinel_service.http.routes.ROUTES, the token authorizer on every route that
-is not public, throttles on the stage and on each route, and JSON access logs."""
+"""The HTTP API: one route per row of sentinel_service.http.routes.ROUTES, the token authorizer on every route
+that is not public, throttles on the stage and on each route, and JSON access logs."""
 
 import json
 import re
@@ -148,9 +148,9 @@ class Api(Construct):
                 cdk.Validations.of(self.routes[route_key(route)]).acknowledge(
                     cdk.Acknowledgment(
                         id="AwsSolutions-APIG4",
-                        reason=f"{route_key(route)} is anonymous by contract (API.md): health and the OpenAPI "
-                        "document must answer without a token. It reads nothing a caller could misuse "
-                        "(never a secret, token or account id), and has its own low throttle.",
+                        reason=f"{route_key(route)} is anonymous by contract (API.md): health and the "
+                        "OpenAPI document must answer without a token. It reads nothing a caller could "
+                        "misuse (never a secret, token or account id), and has its own low throttle.",
                     )
                 )
 

@@ -1,8 +1,9 @@
-"""The outbox relay: the state table's stream -> EventBridge Pipes -> the Sentinel bus, which an archive keeps.
+"""The outbox relay: the state table's stream -> EventBridge Pipes -> the Sentinel bus, which an archive
+keeps.
 
 Side effects and chain checkpoints leave only through items written in the same transaction as the change
-they belong to (ARCHITECTURE.md); this is the AWS half of that promise. Two pipes read the stream, one per kind
-of record, so each event's detail-type says what it is without a transformation that could drop a field:
+they belong to (ARCHITECTURE.md); this is the AWS half of that promise. Two pipes read the stream, one per
+kind of record, so each event's detail-type says what it is without a transformation that could drop a field:
 
   outbox      sk begins with "O#" and outbox_pending is present  -> detail-type sentinel.outbox
   checkpoint  sk is "HEAD" (every accepted write moves a head)    -> detail-type sentinel.checkpoint
@@ -76,8 +77,8 @@ class OutboxRelay(Construct):
         cdk.Validations.of(self.dead_letters).acknowledge(
             cdk.Acknowledgment(
                 id="AwsSolutions-SQS3",
-                reason="This queue is itself the relay pipes' dead-letter queue: a record lands here only after "
-                f"{MAX_RETRY_ATTEMPTS} failed deliveries, an alarm fires on its first message, and the "
+                reason="This queue is itself the relay pipes' dead-letter queue: a record lands here only "
+                f"after {MAX_RETRY_ATTEMPTS} failed deliveries, an alarm fires on its first message, and the "
                 "operator replays it by hand; a further queue behind it would add nothing.",
             )
         )
@@ -88,7 +89,8 @@ class OutboxRelay(Construct):
             assumed_by=iam.ServicePrincipal(
                 "pipes.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": account}}
             ),
-            description="Sentinel outbox relay: read the state table's stream, put events on the Sentinel bus",
+            description="Sentinel outbox relay: read the state table's stream, put events on the "
+            "Sentinel bus",
         )
         self.role.add_to_principal_policy(
             iam.PolicyStatement(

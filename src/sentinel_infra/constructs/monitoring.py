@@ -180,7 +180,9 @@ class Monitoring(Construct):
         metric: cloudwatch.IMetric,
         threshold: float,
         description: str,
-        comparison: cloudwatch.ComparisonOperator = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        comparison: cloudwatch.ComparisonOperator = (
+            cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+        ),
         evaluation_periods: int = 1,
         datapoints: int = 1,
     ) -> cloudwatch.Alarm:

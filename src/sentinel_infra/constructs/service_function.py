@@ -37,9 +37,10 @@ def timeout_seconds(function: str) -> int:
 
 
 class ServiceFunction(Construct):
-    """A function running `sentinel_service.handlers.<name>.handler` from the shared functions zip, with its own role
-    (no managed policy: only its log group, X-Ray, and what the stack grants it), a log group with a retention
-    period, JSON logs, active tracing, and a `live` alias on the version published for this deployment."""
+    """A function running `sentinel_service.handlers.<name>.handler` from the shared functions zip, with its
+    own role (no managed policy: only its log group, X-Ray, and what the stack grants it), a log group with a
+    retention period, JSON logs, active tracing, and a `live` alias on the version published for this
+    deployment."""
 
     def __init__(
         self,
@@ -99,18 +100,18 @@ class ServiceFunction(Construct):
         cdk.Validations.of(self.role).acknowledge(
             cdk.Acknowledgment(
                 id="AwsSolutions-IAM5[Resource::*]",
-                reason="X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions "
-                "(the service authorization reference lists only '*'); Lambda adds them for active "
-                "tracing. Every data action of this role names its table or secret.",
+                reason="X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level "
+                "permissions (the service authorization reference lists only '*'); Lambda adds them for "
+                "active tracing. Every data action of this role names its table or secret.",
             )
         )
         cdk.Validations.of(self.function).acknowledge(
             cdk.Acknowledgment(
                 id="AwsSolutions-L1",
-                reason=f"Python {runtime.PYTHON_VERSION} is chosen, not stale: the deps layer holds compiled cp"
-                f"{runtime.PYTHON_VERSION.replace('.', '')} wheels (pydantic-core, PyYAML) pinned by hash in "
-                "infra/deps-layer.txt, so the runtime moves only together with a relock and a full test run "
-                "(infra/runtime.py). Lambda supports this runtime with security patches until 2029.",
+                reason=f"Python {runtime.PYTHON_VERSION} is chosen, not stale: the deps layer holds compiled "
+                f"cp{runtime.PYTHON_VERSION.replace('.', '')} wheels (pydantic-core, PyYAML) pinned by hash "
+                "in infra/deps-layer.txt, so the runtime moves only together with a relock and a full test "
+                "run (infra/runtime.py). Lambda supports this runtime with security patches until 2029.",
             )
         )
 

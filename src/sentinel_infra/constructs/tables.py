@@ -8,7 +8,8 @@ from sentinel_service import names
 from sentinel_service.names import PK, SK, STATE_STREAM_VIEW
 
 # Every chain, fact and head an audit can ask for lives here; point-in-time recovery gives 35 days of
-# restorable history, deletion protection and RETAIN keep a stack deletion or a replacement from dropping them.
+# restorable history, deletion protection and RETAIN keep a stack deletion or a replacement from dropping
+# them.
 _PROTECTED = {
     "billing_mode": dynamodb.BillingMode.PAY_PER_REQUEST,
     "encryption": dynamodb.TableEncryption.AWS_MANAGED,

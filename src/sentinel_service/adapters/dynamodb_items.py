@@ -42,8 +42,8 @@ FACT_CHUNK_BYTES = 350_000
 BODY_COMPRESS_BYTES = 64_000
 BODY_MAX_BYTES = 350_000
 # The stored record keeps the shape earlier releases wrote and replay from: `response_status` beside the body.
-# Only writes that create take an Idempotency-Key and every kept answer is one, so it is always 201 (0 while in
-# progress). Nothing reads it back: a replay is answered from the body by the route that created it.
+# Only writes that create take an Idempotency-Key and every kept answer is one, so it is always 201 (0 while
+# in progress). Nothing reads it back: a replay is answered from the body by the route that created it.
 REPLAY_STATUS = 201
 
 EVENT_RESERVED = frozenset({PK, SK, "fact", "fact_parts"})
@@ -81,7 +81,8 @@ def to_attr(value: Any) -> dict[str, Any]:
 
 
 def from_attr(attr: dict[str, Any]) -> Any:
-    """Any stored type comes back as something: a tampered item must reach verification, not crash the read."""
+    """Any stored type comes back as something: a tampered item must reach verification, not crash the
+    read."""
     if "S" in attr:
         return attr["S"]
     if "N" in attr:

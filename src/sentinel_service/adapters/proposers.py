@@ -1,5 +1,5 @@
-"""Model adapters behind `sentinel_domain.ports.Proposer` (DOMAIN.md rule 23): Amazon Bedrock's Converse API, an
-OpenAI-compatible chat endpoint (standard library only), and NoModel.
+"""Model adapters behind `sentinel_domain.ports.Proposer` (DOMAIN.md rule 23): Amazon Bedrock's Converse API,
+an OpenAI-compatible chat endpoint (standard library only), and NoModel.
 
 Each adapter asks for the plan as the input of one forced tool call whose schema is the plan schema, bounds
 every attempt by connect and read timeouts and the whole proposal by one wall-clock budget, and turns every

@@ -1,4 +1,5 @@
-"""The key under which tokens are hashed: held outside the principals table, so a copy of the table is useless.
+"""The key under which tokens are hashed: held outside the principals table, so a copy of the table is
+useless.
 
 Locally it is a file (hex or raw, at least 32 bytes, mode 0600); in AWS it is a Secrets Manager secret.
 It is read once per process and cached; a key that cannot be read refuses everything (fail closed).

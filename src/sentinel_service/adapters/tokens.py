@@ -77,7 +77,8 @@ def token_hmac(key: bytes, token: str) -> str:
 
 
 def parse_duration(text: str) -> int:
-    """`30m`, `12h`, `90d`, `3600s` -> seconds; anything else, zero, or over MAX_TTL_SECONDS is a ValueError."""
+    """`30m`, `12h`, `90d`, `3600s` -> seconds; anything else, zero, or over MAX_TTL_SECONDS is a
+    ValueError."""
     match = _DURATION.fullmatch(text) if isinstance(text, str) else None
     if match is None:
         raise ValueError(f"not a duration: {text!r} (expected a positive number and one of s, m, h, d)")

@@ -1,5 +1,5 @@
-"""Refusals to RFC 9457 problem documents, in one place: the status, the title and the headers of every refusal
-code (and, where one code answers in two ways, of its reason). Never by message text."""
+"""Refusals to RFC 9457 problem documents, in one place: the status, the title and the headers of every
+refusal code (and, where one code answers in two ways, of its reason). Never by message text."""
 
 import json
 from typing import Any

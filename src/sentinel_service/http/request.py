@@ -1,4 +1,5 @@
-"""What one request carries besides its body: the caller (from the authorizer, never from a body) and headers."""
+"""What one request carries besides its body: the caller (from the authorizer, never from a body) and
+headers."""
 
 import json
 from dataclasses import dataclass

@@ -52,8 +52,8 @@ def _invalid_body_code(app: APIGatewayHttpResolver) -> str:
 
 
 def build_resolver(function: str | None, endpoints: Endpoints) -> APIGatewayHttpResolver:
-    """The resolver of one function (None: every route, as the OpenAPI document sees it), each route answered by
-    the endpoint its operation names in `endpoints`."""
+    """The resolver of one function (None: every route, as the OpenAPI document sees it), each route answered
+    by the endpoint its operation names in `endpoints`."""
     app = APIGatewayHttpResolver(enable_validation=True, serializer=SERIALIZE)
 
     @app.exception_handler(Refusal)

@@ -23,7 +23,8 @@ class Route:
     status: int = 200
     public: bool = False
     # How a body that fails the route's validation is refused: a plan is judged by preflight, whose first
-    # finding for a body that is not a JSON object is PLAN_SCHEMA_INVALID; everything else is VALIDATION_FAILED.
+    # finding for a body that is not a JSON object is PLAN_SCHEMA_INVALID; everything else is
+    # VALIDATION_FAILED.
     invalid_body: str = "VALIDATION_FAILED"
 
     @property
@@ -39,13 +40,15 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/health", "health", "health", "anonymous", "Service health", public=True),
     Route("GET", "/v1/openapi.json", "openapi", "health", "anonymous", "This OpenAPI document", public=True),
     Route("GET", "/v1/whoami", "whoami", "gating", "any", "The caller's identity and roles"),
-    Route("PUT", P + "/config", "put_config", "gating", "admin", "Set the project configuration (a new version)",
-          201),
+    Route("PUT", P + "/config", "put_config", "gating", "admin",
+          "Set the project configuration (a new version)", 201),
     Route("GET", P + "/config", "get_config", "gating", "any", "Read the project configuration"),
-    Route("PUT", P + "/policies/{policy_id}", "put_policy", "gating", "admin", "Create or amend a policy", 201),
+    Route("PUT", P + "/policies/{policy_id}", "put_policy", "gating", "admin",
+          "Create or amend a policy", 201),
     Route("GET", P + "/policies", "list_policies", "gating", "any", "List policies"),
     Route("GET", P + "/policies/{policy_id}", "get_policy", "gating", "any", "Read one policy version"),
-    Route("GET", P + "/audit", "project_audit", "gating", "admin, auditor", "The project chain with verification"),
+    Route("GET", P + "/audit", "project_audit", "gating", "admin, auditor",
+          "The project chain with verification"),
     Route("POST", P + "/candidates", "create_candidate", "gating", "requester, publisher",
           "Create a candidate from its change", 201),
     Route("GET", P + "/candidates", "find_candidates", "gating", "any", "Look candidates up"),
@@ -53,19 +56,20 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", C + "/change-context", "add_change_context", "gating", "requester, publisher",
           "Add change context", 201),
     Route("GET", C + "/decision", "get_decision", "gating", "any", "Evaluate without recording"),
-    Route("POST", C + "/decisions", "record_decision", "gating", "any", "Evaluate at the service clock and record",
-          201),
+    Route("POST", C + "/decisions", "record_decision", "gating", "any",
+          "Evaluate at the service clock and record", 201),
     Route("GET", C + "/audit", "candidate_audit", "gating", "any", "The candidate chain with verification"),
     Route("POST", C + "/proposals", "propose", "plans", "requester", "Draft a plan (model or fallback)", 201),
     Route("PUT", C + "/plan", "put_plan", "plans", "requester", "Submit or amend the plan", 201,
           invalid_body="PLAN_PREFLIGHT_FAILED"),
-    Route("POST", C + "/reviews", "review", "review", "reviewer (human)", "Approve or reject one plan digest", 201),
-    Route("POST", C + "/tasks/{task_id}/settlement", "settle", "review", "reviewer (human)", "Settle a passed task",
-          201),
+    Route("POST", C + "/reviews", "review", "review", "reviewer (human)",
+          "Approve or reject one plan digest", 201),
+    Route("POST", C + "/tasks/{task_id}/settlement", "settle", "review", "reviewer (human)",
+          "Settle a passed task", 201),
     Route("POST", C + "/actions/{action_id}/executions", "execute", "actions", "requester",
           "Execute a declared action", 201),
-    Route("POST", C + "/evidence", "post_evidence", "evidence", "publisher, requester", "Post evidence for a check",
-          201),
+    Route("POST", C + "/evidence", "post_evidence", "evidence", "publisher, requester",
+          "Post evidence for a check", 201),
     Route("POST", C + "/tasks/{task_id}/reports", "report", "evidence", "requester",
           "Report a task (the report writer)", 201),
 )

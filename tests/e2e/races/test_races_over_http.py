@@ -39,7 +39,8 @@ def gate(tmp_path_factory: pytest.TempPathFactory) -> Any:
     key.chmod(0o600)
     running = LocalGate(folder / "events.jsonl")
     # The server's own token key, never the operator's file in the home directory. The child copies the
-    # environment when it starts, so the variable is set only for that moment, not for this worker's other tests.
+    # environment when it starts, so the variable is set only for that moment, not for this worker's other
+    # tests.
     with pytest.MonkeyPatch.context() as env:
         env.setenv("SENTINEL_TOKEN_KEY_FILE", str(key))
         running.__enter__()

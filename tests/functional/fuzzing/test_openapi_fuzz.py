@@ -1,9 +1,10 @@
 """API fuzzing: schemathesis over the OpenAPI document, in-process against the real handlers.
 
-Every request goes through the emulated API Gateway (`sentinel_gateway.gateway.LocalGateway`: route match, authorizer,
-handler) behind a small WSGI adapter, over the in-memory store of the shared test world. A fake authorizer
-stands in for the token table (the real one is exercised in tests/integration/security). Each operation is
-fuzzed three ways: as a human holding every human role, as the trusted ci publisher, and anonymously.
+Every request goes through the emulated API Gateway (`sentinel_gateway.gateway.LocalGateway`: route match,
+authorizer, handler) behind a small WSGI adapter, over the in-memory store of the shared test world. A fake
+authorizer stands in for the token table (the real one is exercised in tests/integration/security). Each
+operation is fuzzed three ways: as a human holding every human role, as the trusted ci publisher, and
+anonymously.
 
 Checks: schemathesis' default set, so: no 5xx, every status documented, every body and header as the
 document declares, schema-violating input refused, schema-valid input not refused without a reason. Two
@@ -166,14 +167,16 @@ def config(caller: str) -> SchemathesisConfig:
                 "body.checks[*].evidence_id": {"dictionary": "evidence", "probability": 0.7},
             },
             "generation": {"deterministic": not RANDOM, "with-security-parameters": caller == "anonymous"},
-            # The coverage phase (boundary values, wrong types, odd media types for every parameter) runs once, for
-            # the caller who reaches every handler; for the others it would mostly repeat the same refusals.
+            # The coverage phase (boundary values, wrong types, odd media types for every parameter) runs
+            # once, for the caller who reaches every handler; for the others it would mostly repeat the same
+            # refusals.
             "phases": {"coverage": {"enabled": caller == "human"}},
             "operations": [{"include-path-regex": "/plan$", "generation": {"max-examples": PLAN_EXAMPLES}}],
             "checks": {
                 # A body over the route's limit is refused before it is read: 413 PAYLOAD_TOO_LARGE is the
-                # documented answer to a schema-violating body too large to parse (API.md, Conventions). A plan
-                # is judged by preflight only after its If-Match precondition, so a stale one answers 412 first.
+                # documented answer to a schema-violating body too large to parse (API.md, Conventions). A
+                # plan is judged by preflight only after its If-Match precondition, so a stale one answers 412
+                # first.
                 "negative_data_rejection": {
                     "expected-statuses": [
                         400,
@@ -193,8 +196,8 @@ def config(caller: str) -> SchemathesisConfig:
                     ]
                 },
                 # A gate judges content the schema cannot express (full commit ids, plan preflight, JUnit that
-                # must parse, the service clock, object state), so a schema-valid request may be refused with a
-                # documented 4xx problem. 5xx stays a failure through not_a_server_error.
+                # must parse, the service clock, object state), so a schema-valid request may be refused with
+                # a documented 4xx problem. 5xx stays a failure through not_a_server_error.
                 "positive_data_acceptance": {
                     "expected-statuses": ["2xx", 400, 401, 403, 404, 409, 412, 413, 422, 428, 429, "5xx"]
                 },
@@ -239,8 +242,9 @@ def served_world():
 
 
 def known_bug(case: Any) -> str | None:
-    """Inputs that trip a product bug reproduced by a strict xfail in tests/functional/fuzzing/test_fuzz_findings.py; the
-    fuzzer steps around them so it keeps guarding everything else. Remove an entry with its fix."""
+    """Inputs that trip a product bug reproduced by a strict xfail in
+    tests/functional/fuzzing/test_fuzz_findings.py; the fuzzer steps around them so it keeps guarding
+    everything else. Remove an entry with its fix."""
     content_type = (case.headers or {}).get("Content-Type", "")
     if content_type.startswith("multipart/form-data") and "boundary=" not in content_type:
         return "multipart/form-data without a boundary answers 500"
@@ -299,10 +303,10 @@ def test_an_anonymous_caller_gets_only_documented_answers(case: Any, served_worl
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "schemathesis' unsupported_method check wants 405 Method Not Allowed for a method the document does not "
-        "list on a path; the gateway answers 404 {'message': 'Not Found'} as API Gateway HTTP APIs do for an "
-        "unmatched route. To pass, the route table must add a catch-all (ANY) route per path answering 405 with "
-        "Allow, and the document declare 405 there; until then this stays visible."
+        "schemathesis' unsupported_method check wants 405 Method Not Allowed for a method the document does "
+        "not list on a path; the gateway answers 404 {'message': 'Not Found'} as API Gateway HTTP APIs do "
+        "for an unmatched route. To pass, the route table must add a catch-all (ANY) route per path "
+        "answering 405 with Allow, and the document declare 405 there; until then this stays visible."
     ),
 )
 def test_undeclared_methods_answer_405(served_world: World) -> None:

@@ -98,7 +98,8 @@ def length(audit: Any, world: DynamoWorld) -> int:
 
 
 def retry(world: DynamoWorld, step: str) -> Outcome:
-    """The client's retry: the same request; after IDEMPOTENCY_IN_PROGRESS, again once the lease has lapsed."""
+    """The client's retry: the same request; after IDEMPOTENCY_IN_PROGRESS, again once the lease has
+    lapsed."""
     out = world.step(step)
     if out.code == "IDEMPOTENCY_IN_PROGRESS":
         assert out.headers.get("Retry-After"), out
@@ -167,8 +168,8 @@ def test_every_failing_store_call_of_the_step_fails_closed(
                 # The recorded hold is this key's answer for the life of the candidate (rule 17)
                 assert again.replayed and again.body["decision"] == "hold", case
             else:
-                # Then it succeeds, as a replay when the first attempt had landed, and the step's change is the
-                # one event after the frozen chain: never a second one
+                # Then it succeeds, as a replay when the first attempt had landed, and the step's change is
+                # the one event after the frozen chain: never a second one
                 assert again.accepted and again.replayed == took_effect, (case, again)
                 if step != "read decision":
                     assert again.body["seq"] == length(before, world) + 1, (case, again)

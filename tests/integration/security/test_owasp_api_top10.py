@@ -617,7 +617,7 @@ def test_api5_every_route_admits_a_principal_holding_one_of_its_roles(stack: Any
         ) and status not in (401, 403), (who, method, path, status, answer)
 
 
-# ---- API6 Unrestricted access to sensitive business flows ----------------------------------------------------
+# ---- API6 Unrestricted access to sensitive business flows --------------------------------------------------
 
 
 def test_api6_no_self_approval_no_agent_or_ci_approver(stack: Any) -> None:
@@ -745,7 +745,7 @@ def test_api6_an_agent_alone_cannot_bring_its_change_to_ready_or_execute(stack: 
     }
 
 
-# ---- API7 Server side request forgery ------------------------------------------------------------------------
+# ---- API7 Server side request forgery ----------------------------------------------------------------------
 
 
 def test_api7_source_urls_are_stored_never_fetched(stack: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -859,7 +859,7 @@ def test_api8_health_names_no_secret_account_or_internal_path(stack: Any) -> Non
     assert not LEAKS.search(json.dumps(body))
 
 
-# ---- API9 Improper inventory management ----------------------------------------------------------------------
+# ---- API9 Improper inventory management --------------------------------------------------------------------
 
 
 def test_api9_the_route_table_the_document_and_the_functions_serve_the_same_routes(stack: Any) -> None:
@@ -901,7 +901,7 @@ def test_api9_the_route_table_the_document_and_the_functions_serve_the_same_rout
     assert s.call("GET", "/v1/openapi.json")[2] == openapi_document()
 
 
-# ---- API10 Unsafe consumption of APIs (the model's answers) -------------------------------------------------
+# ---- API10 Unsafe consumption of APIs (the model's answers) ------------------------------------------------
 
 
 class Proposer:
@@ -1013,7 +1013,8 @@ def test_api10_even_a_good_model_plan_only_drafts(stack: Any) -> None:
     p = "/v1/projects/demo/candidates"
     cid = s.call("POST", p, "agent-a", new_candidate(revision="8" * 40))[2]["candidate_id"]
     body = s.call("POST", f"{p}/{cid}/proposals", "agent-a")[2]
-    # Then it is stored as the model's, and the candidate still holds: review and evidence decide, not the model
+    # Then it is stored as the model's, and the candidate still holds: review and evidence decide, not the
+    # model
     assert body["mode"] == "model"
     findings = {f["code"] for f in s.call("GET", f"{p}/{cid}/decision", "agent-a")[2]["findings"]}
     assert {"REVIEW_MISSING", "EVIDENCE_MISSING", "TASK_NOT_REPORTED"} <= findings

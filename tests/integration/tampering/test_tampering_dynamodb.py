@@ -7,8 +7,8 @@ reordered or forged with put_item/delete_item, as someone with write access to t
 - every decision holds with STATE_TAMPERED, the recorded one included, never `ready`.
 
 A tail cut behind the newest checkpoint (the relay's event log, the Checkpoints port) is caught against it.
-What only checkpoints can catch, and what nothing can (a forgery beyond the newest checkpoint), is written down
-in docs/failing-closed.md. Budget: about 25 cases, 2-4 s."""
+What only checkpoints can catch, and what nothing can (a forgery beyond the newest checkpoint), is written
+down in docs/failing-closed.md. Budget: about 25 cases, 2-4 s."""
 
 import json
 from collections.abc import Callable
@@ -71,7 +71,7 @@ def finished(moto: Any, tables: Tables) -> dict[str, Frozen]:
     return points
 
 
-# ---- the table, as a tamperer sees it -----------------------------------------------------------------------
+# ---- the table, as a tamperer sees it ----------------------------------------------------------------------
 
 
 class Table:
@@ -254,7 +254,7 @@ def test_a_policy_fact_edited_on_the_project_chain_holds_every_candidate(tampere
     assert_caught(world, world.flow.candidate_id, 2, project_chain=True)
 
 
-# ---- removed, reordered, inserted ----------------------------------------------------------------------------
+# ---- removed, reordered, inserted --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("seq", [1, 5, 8])
@@ -391,9 +391,9 @@ def test_a_rewritten_last_event_is_named_against_the_newest_checkpoint(tampered:
     reason=(
         "LIMITATION src/sentinel_domain/ports.py Checkpoints.newest (and audit.AuditChain.verify): a chain "
         "re-forged from seq 7 on, every hash recomputed and the head moved, is caught only by the newest "
-        "checkpoint, so verification names that checkpoint's seq (11) rather than the first forged event (7), "
-        "although the archive holds a checkpoint for every earlier head. Comparing against every archived "
-        "checkpoint (or the oldest one that disagrees) would name 7."
+        "checkpoint, so verification names that checkpoint's seq (11) rather than the first forged event "
+        "(7), although the archive holds a checkpoint for every earlier head. Comparing against every "
+        "archived checkpoint (or the oldest one that disagrees) would name 7."
     ),
 )
 def test_a_chain_reforged_from_the_middle_is_named_at_the_first_forged_event(tampered: Any) -> None:
@@ -438,7 +438,7 @@ def test_a_chain_reforged_from_the_middle_is_caught_by_the_checkpoints(tampered:
     assert_caught(world, world.flow.candidate_id, length)
 
 
-# ---- what a tampered chain must not be used for --------------------------------------------------------------
+# ---- what a tampered chain must not be used for ------------------------------------------------------------
 
 
 def test_an_execution_on_a_chain_whose_rejection_was_edited_into_an_approval_is_refused(

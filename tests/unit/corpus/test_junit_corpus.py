@@ -1,4 +1,5 @@
-"""sentinel_domain.junit against the real-world JUnit corpus (shared/corpus/junit, see shared/corpus/SOURCES.md).
+"""sentinel_domain.junit against the real-world JUnit corpus (shared/corpus/junit, see
+shared/corpus/SOURCES.md).
 
 Every expected row below was decided by reading the file itself (counting its <testcase> elements and
 their children by hand, and for the 615 KB jest file by counting the markers in it), never by running

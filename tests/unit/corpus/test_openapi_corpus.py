@@ -1,5 +1,6 @@
-"""sentinel_domain.openapi and sentinel_domain.derivation against the real-world OpenAPI corpus (shared/corpus/openapi, see
-shared/corpus/SOURCES.md): six before/after pairs in YAML and JSON, OpenAPI 3.0 and 3.1.
+"""sentinel_domain.openapi and sentinel_domain.derivation against the real-world OpenAPI corpus
+(shared/corpus/openapi, see shared/corpus/SOURCES.md): six before/after pairs in YAML and JSON, OpenAPI 3.0
+and 3.1.
 
 Every expected row below was decided by reading each pair side by side (`diff old new`, and for the JSON
 pairs their `python -m json.tool` form), then checking the verdict against the rules in docs/ingestion.md;
@@ -30,12 +31,13 @@ if not OPENAPI.is_dir():
 # implied by the status.
 EXPECTED: dict[str, dict[str, tuple[str, list[tuple[str, str, bool, str]]]]] = {
     "01-petstore-mixed-breaking": {
-        # openapi-diff's petstore pair (read side by side with `diff`): POST /pet/{petId} became GET; POST /pet gained
-        # a required query param `tags`; PUT /pet's body lost its XML media type and `required` (an inline body
-        # replaced the $ref); Pet gained `newField`, Category renamed `name` to `newCatFeild`, User lost `phone` and
-        # gained `newUserFeild`: every operation reading or sending them changed, each removal breaking. Login lost
-        # the required `password`, a response header was renamed, another retyped (string/date-time -> integer).
-        # Only summaries changed in uploadImage; inventory, order and DELETE /user/{username} did not change.
+        # openapi-diff's petstore pair (read side by side with `diff`): POST /pet/{petId} became GET;
+        # POST /pet gained a required query param `tags`; PUT /pet's body lost its XML media type and
+        # `required` (an inline body replaced the $ref); Pet gained `newField`, Category renamed `name` to
+        # `newCatFeild`, User lost `phone` and gained `newUserFeild`: every operation reading or sending
+        # them changed, each removal breaking. Login lost the required `password`, a response header was
+        # renamed, another retyped (string/date-time -> integer). Only summaries changed in uploadImage;
+        # inventory, order and DELETE /user/{username} did not change.
         "DELETE /pet/{petId}": (
             "changed",
             [
@@ -284,14 +286,15 @@ EXPECTED: dict[str, dict[str, tuple[str, list[tuple[str, str, bool, str]]]]] = {
         ),
     },
     "02-oasdiff-params-schemas-security": {
-        # oasdiff's README pair. The root `security: [bearerAuth]` is gone, so every operation that inherited it
-        # can now be called without credentials (weakened, not breaking a client). security-score lost three
-        # params, `image` became `not: {...}` (type, pattern and format dropped: loosened; `not` added:
-        # tightened), `token` maxLength 29 -> 30; responses 200/201/400 became `default` without content (200 had
-        # none: unchanged; 201 and 400 lost their bodies). The path-level `domain` moved into the operation: no
-        # change. /register went from bearerAuth-or-OAuth to OAuth with scope write:pets, and OAuth's token and
-        # authorization URLs changed. In /subscribe's callback the API sends `message` as a string now (breaking the
-        # receiver), `encoding` changed, and `bye` no longer sends a body. Servers and x- extensions are not changes.
+        # oasdiff's README pair. The root `security: [bearerAuth]` is gone, so every operation that inherited
+        # it can now be called without credentials (weakened, not breaking a client). security-score lost
+        # three params, `image` became `not: {...}` (type, pattern and format dropped: loosened; `not` added:
+        # tightened), `token` maxLength 29 -> 30; responses 200/201/400 became `default` without content (200
+        # had none: unchanged; 201 and 400 lost their bodies). The path-level `domain` moved into the
+        # operation: no change. /register went from bearerAuth-or-OAuth to OAuth with scope write:pets, and
+        # OAuth's token and authorization URLs changed. In /subscribe's callback the API sends `message` as a
+        # string now (breaking the receiver), `encoding` changed, and `bye` no longer sends a body. Servers
+        # and x- extensions are not changes.
         "GET /api/{domain}/{project}/badges/security-score": (
             "changed",
             [
@@ -360,18 +363,18 @@ EXPECTED: dict[str, dict[str, tuple[str, list[tuple[str, str, bool, str]]]]] = {
         ),
     },
     "03-endpoint-removed": {
-        # GET /pet/{petId2} deleted; GET /pet/{petId} untouched. (The old file holds both, which the specification
-        # forbids; the diff pairs operations by exact template first, so that is not refused.)
+        # GET /pet/{petId2} deleted; GET /pet/{petId} untouched. (The old file holds both, which the
+        # specification forbids; the diff pairs operations by exact template first, so that is not refused.)
         "GET /pet/{petId2}": ("removed", []),
     },
     "04-oas31-webhooks-schema-changes": {
-        # OAS 3.1. SOURCES.md says "no paths changes", but GET /test's response is TestSchema, which changes a lot:
-        # const "active" -> "inactive" (breaking a reader), minContains 1 -> 2 (tightened: fine for a reader),
-        # maxContains 5 -> 10 (loosened: breaking), items boolean -> string, and twelve keywords the diff does not
-        # model (prefixItems, contains, patternProperties, ...), each breaking since its effect is unproved. $id,
-        # $schema, $comment, $defs and examples are annotations. Webhook orderCreated was replaced by paymentReceived;
-        # newUser's payload gained `email` (the client receives it: fine) and it accepts a 201 back.
-        # jsonSchemaDialect gained a "#": a document change.
+        # OAS 3.1. SOURCES.md says "no paths changes", but GET /test's response is TestSchema, which changes a
+        # lot: const "active" -> "inactive" (breaking a reader), minContains 1 -> 2 (tightened: fine for a
+        # reader), maxContains 5 -> 10 (loosened: breaking), items boolean -> string, and twelve keywords the
+        # diff does not model (prefixItems, contains, patternProperties, ...), each breaking since its effect
+        # is unproved. $id, $schema, $comment, $defs and examples are annotations. Webhook orderCreated was
+        # replaced by paymentReceived; newUser's payload gained `email` (the client receives it: fine) and it
+        # accepts a 201 back. jsonSchemaDialect gained a "#": a document change.
         "": (
             "changed",
             [
@@ -503,10 +506,10 @@ EXPECTED: dict[str, dict[str, tuple[str, list[tuple[str, str, bool, str]]]]] = {
         "GET /api/orders/{order_id}": ("added", []),
     },
     "06-real-cookbook-response-schema-changed": {
-        # PR #800. exclusiveMinimum 0 dropped from the request's order_item_count (loosened: fine for a sender) and
-        # from the response's item_count (loosened: breaking a reader). (SOURCES.md has the two names swapped.) In
-        # the 442 error body, `msg` went from string-or-null to string (narrower: fine), gained a default, and is no
-        # longer required (breaking a reader).
+        # PR #800. exclusiveMinimum 0 dropped from the request's order_item_count (loosened: fine for a
+        # sender) and from the response's item_count (loosened: breaking a reader). (SOURCES.md has the two
+        # names swapped.) In the 442 error body, `msg` went from string-or-null to string (narrower: fine),
+        # gained a default, and is no longer required (breaking a reader).
         "POST /api/orders": (
             "changed",
             [
@@ -565,7 +568,8 @@ def test_corpus_pair_diff(name):
     before, after = pair(name)
     # When it is diffed
     diff = diff_openapi(before, after)
-    # Then the operations, their status and every change with its verdict are exactly those read from the files
+    # Then the operations, their status and every change with its verdict are exactly those read from the
+    # files
     found: dict[str, tuple[str, list[tuple[str, str, bool, str]]]] = {}
     if diff.document_changes:
         found[""] = ("changed", [(c.kind, c.where, c.breaking, c.detail) for c in diff.document_changes])

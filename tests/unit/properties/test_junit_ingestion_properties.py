@@ -1,6 +1,6 @@
-"""Property-based tests of sentinel_domain.junit (hypothesis): whatever a report looks like, however malformed, it
-never yields `pass` unless at least one test executed and nothing failed or errored; its counts equal those
-of an independent reading of the same text; and reordering suites never changes them.
+"""Property-based tests of sentinel_domain.junit (hypothesis): whatever a report looks like, however
+malformed, it never yields `pass` unless at least one test executed and nothing failed or errored; its counts
+equal those of an independent reading of the same text; and reordering suites never changes them.
 
 The oracle below reads the generated text with ElementTree (a tree, where the parser under test streams) and
 applies DOMAIN.md rule 8 plus the documented extras of sentinel_domain.junit. Generation is derandomised so a

@@ -1,7 +1,7 @@
-"""Property-based tests of sentinel_domain.openapi (hypothesis): any text is read or refused with MalformedOpenApi
-(nothing else escapes); a document compared with itself has no change; YAML, JSON text and an object are read
-alike; and the direction rule is symmetric: a schema change breaks a client that sends it exactly when the
-reverse change breaks a client that reads it."""
+"""Property-based tests of sentinel_domain.openapi (hypothesis): any text is read or refused with
+MalformedOpenApi (nothing else escapes); a document compared with itself has no change; YAML, JSON text and an
+object are read alike; and the direction rule is symmetric: a schema change breaks a client that sends it
+exactly when the reverse change breaks a client that reads it."""
 
 from __future__ import annotations
 

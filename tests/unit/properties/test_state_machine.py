@@ -1072,7 +1072,8 @@ class GateMachine(RuleBasedStateMachine):
 
     def boundaries(self, c: Candidate) -> list[datetime]:
         """The instants where a verdict may flip: every step's clock, every approval's expiry, and every
-        piece of evidence reaching its policy's age limit (rules 7 and 14: exactly at the limit is too late)."""
+        piece of evidence reaching its policy's age limit (rules 7 and 14: exactly at the limit is too
+        late)."""
         out = list(self.instants) + [r.expires for r in c.reviews]
         for e in c.evidence:
             for _at, policy in self.model.policies.get(e.binding[1] if e.binding else "", []):
@@ -1116,7 +1117,8 @@ class GateMachine(RuleBasedStateMachine):
         self.ready_only_when_justified()
 
     def disturbances(self, c: Candidate) -> list[tuple[str, Any]]:
-        """Every move that must (or must not) take a ready candidate out of ready, as (name, move on a twin)."""
+        """Every move that must (or must not) take a ready candidate out of ready, as (name, move on a
+        twin)."""
         plan = c.plan()
         first = plan.plan["tasks"][0]["checks"][0]["check_id"]
         moves: list[tuple[str, Any]] = []
@@ -1210,8 +1212,8 @@ class GateMachine(RuleBasedStateMachine):
     @precondition(has_candidates)
     @rule(index=st.integers(0, 2))
     def what_if_at_every_boundary(self, index: int) -> None:
-        # Rules 7 and 14 at their edges: exactly at an approval's expiry or an evidence's age limit the verdict
-        # flips, a microsecond before it does not.
+        # Rules 7 and 14 at their edges: exactly at an approval's expiry or an evidence's age limit the
+        # verdict flips, a microsecond before it does not.
         c = self.pick(index)
         edges = [r.expires for r in c.reviews]
         for e in c.evidence:
