@@ -1,4 +1,4 @@
-"""What the core needs from the outside world, as protocols. Adapters live in `functions.shared`."""
+"""What the core needs from the outside world, as protocols. Adapters live in `sentinel_service.adapters`."""
 
 from dataclasses import dataclass, field
 from datetime import datetime
