@@ -72,7 +72,7 @@ MODES = {
 SETUP = {
     # The work the first request adds on a cold start: Sentinel builds its store client lazily.
     "sentinel": "from sentinel_service import compose\ncompose.lambda_services()",
-    "authorizer": "mod._resolve()",
+    "authorizer": "from sentinel_service.compose import lambda_services\ns = lambda_services()\ns.directory, s.token_key()",
     "naive": "pass",  # built at import already
 }
 CODE = """\

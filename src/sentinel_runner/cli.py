@@ -5,25 +5,16 @@ the operator's own credentials (or the embedded store's), and record each change
 
 import argparse
 import json
-import signal
 import sys
-import threading
-from pathlib import Path
-from typing import Any
 
 from sentinel_domain.errors import Refusal
 from sentinel_domain.models import PROJECT_ID
 from sentinel_service.adapters.principals import PrincipalRefused
 from sentinel_service.adapters.tokens import parse_duration
 
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
-
-
-def fail(code: str, message: str, next_step: str = "") -> int:
-    print(f"error: {code}: {message}" + (f"\nnext: {next_step}" if next_step else ""), file=sys.stderr)
-    return EXIT_REFUSED
-
+from .output import fail
+from .serve import cmd_serve
+from .stores import add_store_options, services_for
 
 # ---- projects ----------------------------------------------------------------------------------------
 
@@ -31,11 +22,9 @@ def fail(code: str, message: str, next_step: str = "") -> int:
 def cmd_projects_create(args: argparse.Namespace) -> int:
     import re
 
-    from .runtime import connect
-
     if not re.match(PROJECT_ID, args.id):
         return fail("VALIDATION_FAILED", f"a project id must match {PROJECT_ID}")
-    operator = connect(args.dynamodb_endpoint).operator
+    operator = services_for(args).operator
     try:
         seq = operator.create_project(args.id)
     except Refusal as refusal:
@@ -60,9 +49,7 @@ def _roles(args: argparse.Namespace) -> dict[str, list[str]]:
 
 
 def cmd_principals(args: argparse.Namespace) -> int:
-    from .runtime import connect
-
-    operator = connect(args.dynamodb_endpoint).operator
+    operator = services_for(args).operator
     try:
         if args.action == "add":
             ttl = parse_duration(args.ttl) if args.ttl else None
@@ -85,49 +72,6 @@ def cmd_principals(args: argparse.Namespace) -> int:
 # ---- serve -------------------------------------------------------------------------------------------
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    from sentinel_gateway.gateway import LocalGateway, TokenBucket
-    from sentinel_gateway.server import make_server, serve_in_thread
-
-    from .embedded import EmbeddedStore
-    from .relay import EventLog, OutboxRelay
-    from .runtime import connect
-    from .seed import seed_demo
-
-    embedded = None
-    endpoint = args.dynamodb_endpoint
-    if not endpoint:
-        embedded = EmbeddedStore()
-        endpoint = embedded.start()
-    log = EventLog(Path(args.event_log) if args.event_log else None)
-    services = connect(endpoint, checkpoints=log)
-    relay = OutboxRelay(services.store, log)
-    relay.start()
-    throttle = TokenBucket(args.rate, args.burst) if args.rate > 0 else None
-    server = make_server(LocalGateway(lambda: services, throttle=throttle), args.host, args.port)
-    host, port = server.server_address[:2]
-    banner: dict[str, Any] = {
-        "url": f"http://{host}:{port}",
-        "dynamodb_endpoint": endpoint,
-        "store": "embedded" if embedded else "external",
-        "event_log": args.event_log,
-    }
-    if args.seed:
-        banner["seed"] = seed_demo(services.operator)
-    print(json.dumps(banner), flush=True)
-    serve_in_thread(server)
-
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
-    server.shutdown()
-    relay.stop()
-    if embedded:
-        embedded.stop()
-    return 0
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
     from sentinel_evaluation.cli import run
 
@@ -138,22 +82,17 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sentinel", description="Sentinel: the local gate and operator commands")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def endpoint(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument(
-            "--dynamodb-endpoint",
-            help="the store (default: real DynamoDB with your AWS credentials, "
-            "or SENTINEL_DYNAMODB_ENDPOINT)",
-        )
-
     serve = sub.add_parser("serve", help="run the local gate on 127.0.0.1")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="0 picks a free port (the first line says which)")
-    serve.add_argument("--dynamodb-endpoint", help="use this store instead of the embedded one")
+    add_store_options(serve, serve=True)
     serve.add_argument(
         "--seed", action="store_true", help="create the demo project and one principal per role"
     )
     serve.add_argument(
-        "--event-log", help="append relayed outbox events and checkpoints to this JSON-lines file"
+        "--event-log",
+        help="append relayed outbox events and checkpoints to this JSON-lines file "
+        "(default: events.jsonl in the data directory)",
     )
     serve.add_argument(
         "--rate",
@@ -167,7 +106,7 @@ def parser() -> argparse.ArgumentParser:
     projects = sub.add_parser("projects", help="manage projects").add_subparsers(dest="action", required=True)
     create = projects.add_parser("create", help="create a project and its chain")
     create.add_argument("--id", required=True)
-    endpoint(create)
+    add_store_options(create)
     create.set_defaults(run=cmd_projects_create)
 
     principals = sub.add_parser("principals", help="manage principals").add_subparsers(
@@ -190,7 +129,7 @@ def parser() -> argparse.ArgumentParser:
     )
     listing = principals.add_parser("list", help="list principals (never tokens)")
     for sp in (add, rotate, revoke, listing):
-        endpoint(sp)
+        add_store_options(sp)
         sp.set_defaults(run=cmd_principals)
 
     # The harness is imported only when it runs: a packaged runner carries `local` without `evaluation`.

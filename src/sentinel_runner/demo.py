@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -18,28 +17,30 @@ START_TIMEOUT = 60
 
 
 class LocalGate:
-    """`sentinel serve --seed` as a child process; its first line says where it listens."""
+    """`sentinel serve --seed` as a child process; its first line says where it listens and where its data
+    lives. `data_dir` None: the default data directory (the user's own, kept across runs)."""
 
-    def __init__(self, event_log: Path) -> None:
-        self.event_log = event_log
+    def __init__(self, data_dir: Path | None = None, event_log: Path | None = None) -> None:
+        self.data_dir = data_dir
         self.process: subprocess.Popen[str] | None = None
         self.banner: dict[str, Any] = {}
+        self._event_log = event_log
+
+    @property
+    def event_log(self) -> Path:
+        return Path(self.banner["event_log"]) if self.banner.get("event_log") else Path(str(self._event_log))
+
+    def command(self) -> list[str]:
+        command = [sys.executable, "-m", "sentinel_runner.cli", "serve", "--seed"]
+        if self.data_dir is not None:
+            command += ["--data", str(self.data_dir)]
+        if self._event_log is not None:
+            command += ["--event-log", str(self._event_log)]
+        return command
 
     def __enter__(self) -> "LocalGate":
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "sentinel_runner.cli",
-                "serve",
-                "--seed",
-                "--event-log",
-                str(self.event_log),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=dict(os.environ),
+            self.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ)
         )
         assert self.process.stdout is not None
         deadline = time.monotonic() + START_TIMEOUT
@@ -87,23 +88,24 @@ class LocalGate:
 
 def main() -> int:
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="sentinel-demo-") as tmp:
+    print("Starting the local gate (its embedded store, the seeded demo project)…", flush=True)
+    with LocalGate() as gate:
+        where = gate.banner.get("data_dir") or gate.banner.get("dynamodb_endpoint")
+        kept = "kept across restarts" if gate.banner.get("persistent") else "not kept"
         print(
-            "Starting the local gate (embedded DynamoDB-compatible store, seeded demo project)…", flush=True
+            f"   serving {gate.banner['url']}  store {gate.banner['store']} in {where} ({kept})", flush=True
         )
-        with LocalGate(Path(tmp) / "events.jsonl") as gate:
-            print(f"   serving {gate.banner['url']}  store {gate.banner['dynamodb_endpoint']}", flush=True)
-            clients = {role: gate.client(role) for role in ("requester", "publisher", "reviewer")}
-            try:
-                result = run_ready_flow(
-                    clients,
-                    gate.banner["seed"]["project"],
-                    say=lambda line: print(line, flush=True),
-                    outbox_count=gate.delivered,
-                )
-            except FlowError as error:
-                print(f"\nFAILED: {error}", file=sys.stderr)
-                return 1
+        clients = {role: gate.client(role) for role in ("requester", "publisher", "reviewer")}
+        try:
+            result = run_ready_flow(
+                clients,
+                gate.banner["seed"]["project"],
+                say=lambda line: print(line, flush=True),
+                outbox_count=gate.delivered,
+            )
+        except FlowError as error:
+            print(f"\nFAILED: {error}", file=sys.stderr)
+            return 1
     print(
         f"\nREADY: candidate {result.candidate_id} — chain valid, {result.verification['length']} events "
         f"({time.monotonic() - started:.1f} s)"

@@ -12,8 +12,22 @@ class EventLog:
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
-        self.events: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = self._read(path) if path is not None else []
         self._lock = threading.Lock()
+
+    @staticmethod
+    def _read(path: Path) -> list[dict[str, Any]]:
+        """What earlier runs appended, so checkpoints outlive a restart. A crash can cut the last line short:
+        that line was never acknowledged to anyone, and is passed over."""
+        if not path.exists():
+            return []
+        events = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+        return events
 
     def publish(self, event: dict[str, Any]) -> None:
         with self._lock:

@@ -1,5 +1,6 @@
-"""The local runner's and the operator commands' services: the composition root over the store they name
-(the embedded one, DynamoDB Local, or real DynamoDB with the operator's own AWS credentials)."""
+"""The local runner's and the operator commands' services: the composition root over the store they name —
+the embedded SQLite database in a data directory (the default), or DynamoDB at an endpoint (moto, DynamoDB
+Local), or a deployed stack's tables named explicitly by its stage and region."""
 
 import ipaddress
 import os
@@ -13,6 +14,7 @@ from sentinel_service.adapters.tables import ensure_tables
 from sentinel_service.compose import OPERATOR_TIMEOUTS, Services, compose, dynamodb_client
 from sentinel_service.settings import Settings
 
+from .data_dir import DataDir
 from .embedded import LockedClient
 
 
@@ -57,3 +59,55 @@ def connect(
         environ=env,
         create_token_key=settings.runtime == "local",
     )
+
+
+def open_embedded(
+    data: DataDir, *, checkpoints: Checkpoints | None = None, environ: Mapping[str, str] | None = None
+) -> Services:
+    """The embedded store in `data`: chains, principals and token hashes in one SQLite database, the token
+    key beside it (created 0600 on first use, unless SENTINEL_TOKEN_KEY_FILE names another). Raises
+    StoreUnavailable with a clear message when the database cannot be opened (locked, corrupt, read-only,
+    written by a newer version)."""
+    from sentinel_service.adapters.sqlite_database import SqliteDatabase
+    from sentinel_service.adapters.sqlite_principals import SqlitePrincipalAdmin, SqlitePrincipalDirectory
+    from sentinel_service.adapters.sqlite_store import SqliteStateStore
+
+    env = dict(os.environ if environ is None else environ)
+    env.setdefault("SENTINEL_TOKEN_KEY_FILE", str(data.token_key))
+    env["SENTINEL_RUNTIME"] = "local"
+    env.pop("SENTINEL_DYNAMODB_ENDPOINT", None)
+    database = SqliteDatabase(data.database)
+    return compose(
+        Settings.from_env(env),
+        store=SqliteStateStore(database),
+        directory=SqlitePrincipalDirectory(database),
+        admin=SqlitePrincipalAdmin(database),
+        checkpoints=checkpoints,
+        environ=env,
+        create_token_key=True,
+    )
+
+
+def open_stack(stage: str, region: str, *, environ: Mapping[str, str] | None = None) -> Services:
+    """A deployed stack's tables and token key, found from its CloudFormation outputs, with the operator's
+    own AWS credentials: never reached without naming the stage and the region."""
+    import boto3
+
+    from sentinel_service import names
+
+    env = dict(os.environ if environ is None else environ)
+    stack = names.stack_name(stage)
+    described = boto3.client("cloudformation", region_name=region).describe_stacks(StackName=stack)
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in described["Stacks"][0].get("Outputs", [])}
+    env.update(
+        SENTINEL_STATE_TABLE=outputs[names.OUTPUT_STATE_TABLE],
+        SENTINEL_PRINCIPALS_TABLE=outputs[names.OUTPUT_PRINCIPALS_TABLE],
+        SENTINEL_TOKEN_KEY_SECRET_ARN=outputs[names.OUTPUT_TOKEN_KEY_SECRET_ARN],
+        AWS_REGION=region,
+        SENTINEL_RUNTIME="operator",
+    )
+    env.pop("SENTINEL_DYNAMODB_ENDPOINT", None)
+    env.pop("SENTINEL_TOKEN_KEY_FILE", None)
+    settings = Settings.from_env(env)
+    client = dynamodb_client(settings, OPERATOR_TIMEOUTS)
+    return compose(settings, dynamodb=client, environ=env)

@@ -20,7 +20,7 @@ from sentinel_service.settings import Settings
 if TYPE_CHECKING:
     from sentinel_domain.ports import Checkpoints, Clock, Ids, Proposer, StateStore
     from sentinel_domain.usecases import Gate
-    from sentinel_service.adapters.principals import PrincipalAdmin, PrincipalDirectory
+    from sentinel_service.adapters.principal_ports import PrincipalReader, PrincipalWriter
     from sentinel_service.operator import Operator
 
 # Tight timeouts and few retries: a slow store becomes STATE_UNAVAILABLE well inside API Gateway's limit.
@@ -92,6 +92,8 @@ class Services:
         *,
         dynamodb: Any = None,
         store: StateStore | None = None,
+        directory: PrincipalReader | None = None,
+        admin: PrincipalWriter | None = None,
         clock: Clock | None = None,
         ids: Ids | None = None,
         proposer: Proposer | None = None,
@@ -104,6 +106,8 @@ class Services:
         self.settings = settings
         self._dynamodb = dynamodb
         self._store = store
+        self._directory = directory
+        self._admin = admin
         self._clock = clock
         self._ids = ids
         self._proposer = proposer
@@ -158,13 +162,17 @@ class Services:
         return self._proposer if self._proposer is not None else build_proposer(self.settings, self._environ)
 
     @cached_property
-    def directory(self) -> PrincipalDirectory:
+    def directory(self) -> PrincipalReader:
+        if self._directory is not None:
+            return self._directory
         from sentinel_service.adapters.principals import PrincipalDirectory
 
         return PrincipalDirectory(self.directory_dynamodb, self.settings.principals_table)
 
     @cached_property
-    def admin(self) -> PrincipalAdmin:
+    def admin(self) -> PrincipalWriter:
+        if self._admin is not None:
+            return self._admin
         from sentinel_service.adapters.principals import PrincipalAdmin
 
         return PrincipalAdmin(self.dynamodb, self.settings.principals_table)

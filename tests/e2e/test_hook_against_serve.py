@@ -46,7 +46,7 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("serve")
-    with tempfile.TemporaryDirectory() as events, LocalGate(Path(events) / "events.jsonl") as gate:
+    with tempfile.TemporaryDirectory() as data, LocalGate(Path(data)) as gate:
         auditor = gate.client("auditor")
         # Given a commit made ready through the whole flow of API.md
         ready_sha = make_repo(root / "ready", "ready")

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.http
 
 @pytest.fixture(scope="module")
 def gate():
-    with tempfile.TemporaryDirectory() as tmp, LocalGate(Path(tmp) / "events.jsonl") as running:
+    with tempfile.TemporaryDirectory() as tmp, LocalGate(Path(tmp)) as running:
         yield running
 
 

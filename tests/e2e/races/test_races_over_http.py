@@ -37,7 +37,7 @@ def gate(tmp_path_factory: pytest.TempPathFactory) -> Any:
     key = folder / "token.key"
     key.write_text(secrets.token_hex(32) + "\n")
     key.chmod(0o600)
-    running = LocalGate(folder / "events.jsonl")
+    running = LocalGate(folder / "data")
     # The server's own token key, never the operator's file in the home directory. The child copies the
     # environment when it starts, so the variable is set only for that moment, not for this worker's other
     # tests.

@@ -1,0 +1,103 @@
+"""`sentinel serve`: the local gate, a real single-machine deployment. Its first line of standard output is
+one JSON object saying where it listens, which store keeps its data and whether that data survives a
+restart; then it serves on loopback until SIGINT or SIGTERM."""
+
+import argparse
+import json
+import shutil
+import signal
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from sentinel_domain.errors import StoreUnavailable
+
+from .data_dir import DataDirUnavailable, RunnerLock, open_data_dir
+from .output import fail
+from .relay import EventLog, OutboxRelay
+from .stores import data_dir_of
+
+# What the first line says of an embedded store: the claim SQLite supports, and no more.
+DURABILITY = (
+    "SQLite in WAL mode with synchronous=FULL: an acknowledged write survives a restart or a crash of this "
+    "process, and a power loss where the disk honours fsync"
+)
+
+
+class Startup:
+    """What one run of the server holds and must let go of when it stops."""
+
+    def __init__(self) -> None:
+        self.lock: RunnerLock | None = None
+        self.throwaway: Path | None = None
+
+    def close(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+        if self.throwaway is not None:
+            shutil.rmtree(self.throwaway, ignore_errors=True)
+
+
+def open_store(args: argparse.Namespace, held: Startup) -> tuple[Any, EventLog, dict[str, Any]]:
+    """The services, the relay's event log and what the first line says of the store."""
+    from .runtime import connect, open_embedded
+
+    if args.dynamodb_endpoint:
+        log = EventLog(Path(args.event_log) if args.event_log else None)
+        services = connect(args.dynamodb_endpoint, checkpoints=log)
+        return (
+            services,
+            log,
+            {"store": "dynamodb", "dynamodb_endpoint": args.dynamodb_endpoint, "persistent": None},
+        )
+    if args.store == "memory":
+        held.throwaway = Path(tempfile.mkdtemp(prefix="sentinel-memory-"))
+        data = open_data_dir(held.throwaway)
+    else:
+        data = data_dir_of(args)
+    held.lock = RunnerLock(data).acquire()
+    log = EventLog(Path(args.event_log) if args.event_log else data.event_log)
+    services = open_embedded(data, checkpoints=log)
+    about: dict[str, Any] = {"store": "memory" if held.throwaway else "sqlite", "data_dir": str(data.path)}
+    if held.throwaway:
+        about.update(persistent=False, durability="a throwaway: deleted when this server stops")
+    else:
+        about.update(persistent=True, durability=DURABILITY)
+    return services, log, about
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from sentinel_gateway.gateway import LocalGateway, TokenBucket
+    from sentinel_gateway.server import make_server, serve_in_thread
+
+    from .seed import seed_demo
+
+    held = Startup()
+    try:
+        try:
+            services, log, about = open_store(args, held)
+            seed = seed_demo(services.operator) if args.seed else None
+        except (DataDirUnavailable, StoreUnavailable) as error:
+            return fail(
+                "STATE_UNAVAILABLE", str(error), "fix the data directory, or choose another with --data"
+            )
+        relay = OutboxRelay(services.store, log)
+        relay.start()
+        throttle = TokenBucket(args.rate, args.burst) if args.rate > 0 else None
+        server = make_server(LocalGateway(lambda: services, throttle=throttle), args.host, args.port)
+        host, port = server.server_address[:2]
+        banner: dict[str, Any] = {"url": f"http://{host}:{port}", **about, "event_log": str(log.path or "")}
+        if seed is not None:
+            banner["seed"] = seed
+        print(json.dumps(banner), flush=True)
+        serve_in_thread(server)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        stop.wait()
+        server.shutdown()
+        relay.stop()
+        return 0
+    finally:
+        held.close()
