@@ -1,9 +1,18 @@
 """Prices and the assumptions that turn measured units and local durations into dollars per million.
 
-Every price is a us-east-1 list price. The brief's figures are used for the targets; the DynamoDB on-demand
-prices AWS published on 2024-11-01 (half of those) are shown next to them. Checked on 2026-11-29 against
-public pages (AWS Compute blog and third-party pricing summaries found by search; the AWS pricing pages
-themselves were not reachable from here), so treat them as assumed until someone reads the console."""
+Every price is a us-east-1 list price, on demand:
+
+- DynamoDB, since 2024-11-01 (AWS halved on-demand throughput prices that day): $0.625 per million write
+  request units and $0.125 per million read request units. These are today's prices: the figures and targets
+  stated "at current DynamoDB prices" use them. The brief's figures ($1.25 and $0.25, the list prices until
+  2024-10-31) are kept beside them for the targets first stated in them.
+- API Gateway HTTP API: $1.00 per million requests (the first 300 million a month; $0.90 after).
+- Lambda arm64: $0.0000133334 per GB-s and $0.20 per million requests (the first 7.5 billion GB-s a month);
+  INIT is billed like INVOKE since 2025-08-01.
+
+Checked on 2026-11-29 against public pages (AWS Compute blog and third-party pricing summaries found by
+search; the AWS pricing pages themselves were not reachable from here), so treat them as assumed until
+someone reads the console."""
 
 import re
 from pathlib import Path
@@ -16,6 +25,8 @@ PRICES: dict[str, Any] = {
     "dynamodb_on_demand_rru_per_million": 0.25,
     "dynamodb_note": "the brief's prices (AWS list prices until 2024-10-31); since 2024-11-01 AWS lists "
     "$0.625 per million WRU and $0.125 per million RRU (a 50% cut), shown as 'current'",
+    # Today's DynamoDB on-demand prices, listed since 2024-11-01.
+    "dynamodb_current_since": "2024-11-01",
     "dynamodb_current_wru_per_million": 0.625,
     "dynamodb_current_rru_per_million": 0.125,
     "http_api_per_million": 1.00,

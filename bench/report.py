@@ -64,10 +64,13 @@ def targets(report: dict[str, Any]) -> list[list[Any]]:
     if cost and not _failed(cost):
         t = cost["targets"]
         q = t["one_query_per_decision_read"]
+        project_calls = q.get("project_calls", {})
         rows.append(
             [
-                "one strongly consistent Query (plus pages) of the candidate per decision read",
-                f"{q['candidate_queries']} Query, {q['candidate_pages']} page(s); other reads: "
+                "one strongly consistent Query (plus pages) of the candidate and one GetItem of the "
+                "project's HEAD per hook decision read",
+                f"{q['candidate_queries']} Query, {q['candidate_pages']} page(s); project: "
+                f"{', '.join(f'{k}×{v}' for k, v in project_calls.items()) or 'none'}; other partitions: "
                 f"{', '.join(q['other_partitions']) or 'none'}",
                 q["met"],
             ]
@@ -83,6 +86,17 @@ def targets(report: dict[str, Any]) -> list[list[Any]]:
                 w["met"],
             ]
         )
+        c = t.get("hook_read_cached_at_most_1_70")
+        if c:
+            rows.append(
+                [
+                    "a hook decision read, authorizer cached, ≤ $1.70 per million (DynamoDB prices since "
+                    "2024-11-01)",
+                    f"{_usd(c['usd_per_million'])} ({c['rru']:g} RRU, {c['function_billed_ms']:g} ms billed; "
+                    f"{_usd(c['usd_per_million_project_read_in_full'])} with the project read in full)",
+                    c["met"],
+                ]
+            )
         h = t["hook_read_under_2_50"]
         rows.append(
             [
@@ -315,7 +329,7 @@ def store_cost(s: dict[str, Any]) -> list[str]:
     f, fc = s["ready_flow"], s["ready_flow_authorizer_cached"]
     rows = [
         [
-            "one hook decision read (GET …/decision)",
+            "one hook decision read (GET …/decision), the project's HEAD read",
             h["rru"] + h["authorizer_rru"],
             h["wru"],
             _usd(h["usd_per_million_total"]),
@@ -323,6 +337,24 @@ def store_cost(s: dict[str, Any]) -> list[str]:
             _usd(h["usd_per_million_total_current_dynamodb"]),
             _usd(hc["usd_per_million_total_current_dynamodb"]),
         ],
+    ]
+    hf, hfc = (
+        s.get("hook_decision_read_project_in_full"),
+        s.get("hook_decision_read_project_in_full_authorizer_cached"),
+    )
+    if hf and hfc:
+        rows.append(
+            [
+                "one hook decision read, the project's chain read in full (nothing held yet)",
+                hf["rru"] + hf["authorizer_rru"],
+                hf["wru"],
+                _usd(hf["usd_per_million_total"]),
+                _usd(hfc["usd_per_million_total"]),
+                _usd(hf["usd_per_million_total_current_dynamodb"]),
+                _usd(hfc["usd_per_million_total_current_dynamodb"]),
+            ]
+        )
+    rows += [
         [
             "one recorded decision (POST …/decisions)",
             rd["rru"] + rd["authorizer_rru"],
@@ -359,6 +391,11 @@ def store_cost(s: dict[str, Any]) -> list[str]:
         "",
         "A hook decision read, per million: "
         + ", ".join(f"{k.replace('_', ' ')} {_usd(v)}" for k, v in parts.items())
+        + "; with the authorizer's cache, at current DynamoDB prices: "
+        + ", ".join(
+            f"{k.replace('_', ' ')} {_usd(v)}"
+            for k, v in hc.get("usd_per_million_current_dynamodb", {}).items()
+        )
         + ". A complete flow: "
         + ", ".join(f"{k.replace('_', ' ')} {_usd(v)}" for k, v in f["breakdown_usd_per_million"].items())
         + ".",
@@ -442,6 +479,7 @@ def store_cost(s: dict[str, Any]) -> list[str]:
                 g["decision"],
                 g["candidate_queries"],
                 g["candidate_pages"],
+                g.get("project_read", "whole chain"),
                 f"{g['bytes_read']:,}",
                 g["rru"],
                 g.get("rru_with_compressed_facts"),
@@ -460,6 +498,7 @@ def store_cost(s: dict[str, Any]) -> list[str]:
                 "decision",
                 "candidate Queries",
                 "pages",
+                "project read",
                 "bytes read",
                 "RRU",
                 "RRU, facts compressed",

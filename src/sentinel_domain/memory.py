@@ -41,6 +41,7 @@ class MemoryStore:
         self.idempotency: dict[tuple[StreamRef, str, str], IdempotencyRecord] = {}
         self.outbox: list[dict[str, Any]] = []
         self.loads = 0
+        self.head_loads = 0
         self._lock = threading.Lock()
 
     def snapshot(self) -> tuple[Any, ...]:
@@ -65,6 +66,12 @@ class MemoryStore:
             self.loads += 1
             stream = self.streams.get(ref)
             return copy.deepcopy(stream) if stream else None
+
+    def load_head(self, ref: StreamRef) -> dict[str, Any] | None:
+        with self._lock:
+            self.head_loads += 1
+            stream = self.streams.get(ref)
+            return copy.deepcopy(stream.head) if stream and stream.head is not None else None
 
     def append(self, a: Append) -> None:
         with self._lock:

@@ -73,7 +73,16 @@ class ClaimTaken(Exception):
 
 
 class StateStore(Protocol):
-    def load(self, ref: StreamRef) -> Stream | None: ...
+    def load(self, ref: StreamRef) -> Stream | None:
+        """The whole chain (events, facts, head) in one strongly consistent read, paged up to a budget; None
+        when the chain has nothing stored."""
+
+    def load_head(self, ref: StreamRef) -> dict[str, Any] | None:
+        """The chain's HEAD item alone, as `Stream.head` would carry it (`seq`, `hash` and whatever the last
+        append put beside them), read strongly consistently as one item (DynamoDB: one `GetItem` of `HEAD`;
+        SQL: one row by primary key); None when the chain has no head. No event or fact is read, so nothing
+        here is verified: a caller trusts it only to compare with a head it verified itself. A failed read
+        raises StoreUnavailable, like every other read."""
 
     def append(self, append: Append) -> None:
         """Write atomically; StoreConflict on a lost race, ClaimTaken, StoreUnavailable."""

@@ -288,6 +288,9 @@ class HarnessStore:
             return dataclasses.replace(stream, complete=False, pages=PAGE_BUDGET)
         return stream
 
+    def load_head(self, ref: StreamRef) -> dict[str, Any] | None:
+        return self.inner.load_head(ref)  # one item: no page budget to exceed
+
     def append(self, append: Append) -> None:
         hook = self.hooks.before_append.pop(append.event["type"], None)
         if hook is not None:

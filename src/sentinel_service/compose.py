@@ -20,6 +20,7 @@ from sentinel_service.settings import Settings
 if TYPE_CHECKING:
     from sentinel_domain.ports import Checkpoints, Clock, Ids, Proposer, StateStore
     from sentinel_domain.usecases import Gate
+    from sentinel_domain.usecases.project_reads import ProjectCache
     from sentinel_service.adapters.principal_ports import PrincipalReader, PrincipalWriter
     from sentinel_service.operator import Operator
 
@@ -190,13 +191,30 @@ class Services:
     def now(self) -> datetime:
         return self.clock.now()
 
+    # ---- what the process holds between requests ---------------------------------------------------------
+
+    @cached_property
+    def project_cache(self) -> ProjectCache:
+        """The verified project chains decision reads reuse while their HEAD is unchanged: one per Services,
+        so one per Lambda container (bounded; see sentinel_domain.usecases.project_reads)."""
+        from sentinel_domain.usecases.project_reads import ProjectCache
+
+        return ProjectCache()
+
     # ---- the application ---------------------------------------------------------------------------------
 
     @cached_property
     def gate(self) -> Gate:
         from sentinel_domain.usecases import Gate
 
-        return Gate(self.store, self.clock, self.ids, proposer=self.proposer, checkpoints=self.checkpoints)
+        return Gate(
+            self.store,
+            self.clock,
+            self.ids,
+            proposer=self.proposer,
+            checkpoints=self.checkpoints,
+            project_cache=self.project_cache,
+        )
 
     @cached_property
     def operator(self) -> Operator:

@@ -185,6 +185,40 @@ def test_append_then_load_round_trips_with_one_query(store: DynamoStateStore, re
     assert AuditChain.verify(ref.project, ref.candidate_id, stream.events, stream.facts, stream.head).valid
 
 
+@pytest.mark.parametrize("ref", [CAND, StreamRef(PROJECT)], ids=["candidate", "project"])
+def test_load_head_reads_the_head_alone_with_one_consistent_get_item(
+    client: Any, store: DynamoStateStore, ref: StreamRef
+) -> None:
+    # Given two appends to one chain, the last head carrying a plan digest
+    chain = Chain(ref)
+    write(store, chain, fact(1))
+    last = write(store, chain, fact(2), head={"plan_digest": "d" * 64})
+    store.calls.clear()
+    # When its head alone is read
+    head = store.load_head(ref)
+    # Then one GetItem returned the head exactly as the last append wrote it, and as load() reads it
+    assert store.calls == {"GetItem": 1}
+    assert head == last.head == {"seq": 2, "hash": last.event["hash"], "plan_digest": "d" * 64}
+    stream = store.load(ref)
+    assert stream is not None and head == stream.head
+    # And a chain with nothing stored has no head
+    assert store.load_head(StreamRef("other")) is None
+    # And that GetItem is strongly consistent, of HEAD, and when it fails it is unavailable, never "no head"
+    with Stubber(client) as stub:
+        stub.add_client_error(
+            "get_item",
+            service_error_code="ThrottlingException",
+            http_status_code=400,
+            expected_params={
+                "TableName": STATE,
+                "Key": {"pk": {"S": partition(ref)}, "sk": {"S": "HEAD"}},
+                "ConsistentRead": True,
+            },
+        )
+        with pytest.raises(StoreUnavailable):
+            store.load_head(ref)
+
+
 def test_load_of_an_unknown_chain_is_none(store: DynamoStateStore) -> None:
     # Given an empty table, When a chain is loaded, Then there is nothing
     assert store.load(CAND) is None

@@ -4,13 +4,14 @@ established, nothing the gate cannot establish refuses: it is a finding, and the
 
 from ..canonical import digest
 from ..decision import Decision, Finding, decide, finding, findings_digest, hold
-from ..errors import Refusal, StoreConflict, StoreUnavailable
+from ..errors import Refusal, StoreConflict
 from ..models import Actor
 from ..outcomes import DecisionNotRecorded, DecisionRecorded, DecisionView, decision_view
 from ..ports import IdempotencyRecord, Stream, StreamRef
-from ..state import CandidateState, ProjectState, parse_facts
+from ..state import CandidateState, parse_facts
 from ..times import format_time, parse_time
 from .chain import Chain, CommitRequest, need, unavailable
+from .project_reads import ProjectCache, project_for_decision
 
 
 def evaluate(
@@ -26,10 +27,12 @@ def _evaluate(
     actor: Actor,
     as_of: str | None,
     stream: Stream | None = None,
+    project_cache: ProjectCache | None = None,
 ) -> tuple[Decision, Stream]:
     """Never raises once the caller's role and the candidate are established: anything the gate
     cannot establish is a finding, and the decision holds. One read of the candidate's partition and
-    one of the project's feed it."""
+    one of the project's feed it (with a `project_cache`, a read of the project's HEAD while the chain
+    held for it is unchanged: see project_reads)."""
     need(actor)
     if stream is None:
         stream = chain.load(StreamRef(project, candidate_id))
@@ -54,32 +57,8 @@ def _evaluate(
                 f"{verification.first_bad_seq}: {verification.reason}",
             )
         )
-    try:
-        pstream = chain.store.load(StreamRef(project))
-    except StoreUnavailable:
-        pstream = None
-    if pstream is None or not pstream.facts:
-        extra.append(finding("STATE_UNAVAILABLE", "the project's configuration could not be read"))
-        pstate = ProjectState(project, [])
-    else:
-        pstate = ProjectState.from_facts(project, pstream.facts)
-        if not pstream.complete:
-            extra.append(
-                finding(
-                    "EVIDENCE_QUERY_INCOMPLETE",
-                    "the project's configuration and policies took "
-                    "more pages to read than the budget allows; nothing unread may count",
-                )
-            )
-        project_check = chain.verify(pstream)
-        if not project_check.valid:
-            extra.append(
-                finding(
-                    "STATE_TAMPERED",
-                    f"the project's audit chain fails at seq "
-                    f"{project_check.first_bad_seq}: {project_check.reason}",
-                )
-            )
+    pstate, project_findings = project_for_decision(chain, project, project_cache)
+    extra.extend(project_findings)
     try:
         state = CandidateState.from_facts(parse_facts(stream.facts), when)
         return decide(state, pstate, when, extra), stream
@@ -88,7 +67,14 @@ def _evaluate(
         return hold(extra, when, findings_digest(extra)), stream
 
 
-def decision(chain: Chain, project: str, candidate_id: str, actor: Actor, as_of: str | None) -> DecisionView:
+def decision(
+    chain: Chain,
+    project: str,
+    candidate_id: str,
+    actor: Actor,
+    as_of: str | None,
+    project_cache: ProjectCache | None = None,
+) -> DecisionView:
     if as_of is not None:
         try:
             as_of = format_time(parse_time(as_of))
@@ -97,7 +83,7 @@ def decision(chain: Chain, project: str, candidate_id: str, actor: Actor, as_of:
                 "VALIDATION_FAILED",
                 "as_of must be an RFC 3339 time with an offset, between the years 1970 and 9999",
             ) from error
-    verdict = evaluate(chain, project, candidate_id, actor, as_of)
+    verdict = _evaluate(chain, project, candidate_id, actor, as_of, project_cache=project_cache)[0]
     return decision_view(verdict, "caller" if as_of else "service")
 
 

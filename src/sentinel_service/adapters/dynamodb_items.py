@@ -146,6 +146,11 @@ def head_item(pk: str, head: dict[str, Any]) -> dict[str, Any]:
     return {PK: {"S": pk}, SK: {"S": HEAD_SK}, **{k: to_attr(v) for k, v in head.items()}}
 
 
+def head_fields(item: dict[str, Any]) -> dict[str, Any]:
+    """A HEAD item read back as `Stream.head`: every attribute but the keys."""
+    return {k: from_attr(v) for k, v in item.items() if k not in HEAD_RESERVED}
+
+
 def event_items(pk: str, seq: int, event: dict[str, Any], fact_text: str) -> list[dict[str, Any]]:
     """The event with its fact's first chunk, then one item per further chunk."""
     parts = split_fact(fact_text)
@@ -174,7 +179,7 @@ def assemble_stream(ref: StreamRef, items: list[dict[str, Any]], complete: bool,
     for item in items:  # in sk order: an event, then its parts, ..., then HEAD
         sk = text_of(item, SK)
         if sk == HEAD_SK:
-            head = {k: from_attr(v) for k, v in item.items() if k not in HEAD_RESERVED}
+            head = head_fields(item)
             continue
         if not sk.startswith(EVENT_PREFIX):
             continue

@@ -2,7 +2,7 @@
 
 The items it writes and reads back, their keys and layout, are in `dynamodb_items`; here are the calls that
 write and read them and the conditions each write carries. A chain is read with one Query over its events,
-facts and head (`sk BETWEEN "E#" AND "HEAD"`).
+facts and head (`sk BETWEEN "E#" AND "HEAD"`), its head alone with one GetItem of `HEAD`.
 
 Every failure of DynamoDB or of the transport is StoreUnavailable, never a guess; a lost conditional race
 is StoreConflict (or ClaimTaken for a candidate's uniqueness claim)."""
@@ -31,6 +31,7 @@ from sentinel_service.adapters.dynamodb_items import (
     claim_row,
     decode_claim_cursor,
     event_items,
+    head_fields,
     head_item,
     idempotency_item,
     idempotency_record,
@@ -131,6 +132,11 @@ class DynamoStateStore:
         if not items:
             return None if complete else Stream(ref, [], {}, None, complete=False, pages=pages)
         return assemble_stream(ref, items, complete, pages)
+
+    def load_head(self, ref: StreamRef) -> dict[str, Any] | None:
+        """One strongly consistent GetItem of the chain's HEAD item (1 RRU while it stays under 4 KB)."""
+        item = self._get(partition(ref), HEAD_SK)
+        return head_fields(item) if item is not None else None
 
     def append(self, a: Append) -> None:
         """One TransactWriteItems: head, event, fact parts, outbox, idempotency completion, claim."""
