@@ -73,7 +73,9 @@ SETUP = {
     # The work the first request adds on a cold start: Sentinel builds its store client lazily.
     "sentinel": "from sentinel_service import compose\ncompose.lambda_services()",
     "authorizer": (
-        "from sentinel_service.compose import lambda_services\ns = lambda_services()\ns.directory, s.token_key()"
+        "from sentinel_service.compose import lambda_services\n"
+        "s = lambda_services()\n"
+        "s.directory, s.token_key()"
     ),
     "naive": "pass",  # built at import already
 }
