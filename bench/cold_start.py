@@ -71,7 +71,7 @@ MODES = {
 }
 SETUP = {
     # The work the first request adds on a cold start: Sentinel builds its store client lazily.
-    "sentinel": "from sentinel_service import compose\ncompose.lambda_services()",
+    "sentinel": "from sentinel_service.compose import lambda_services\nlambda_services().gate.store",
     "authorizer": (
         "from sentinel_service.compose import lambda_services\n"
         "s = lambda_services()\n"
