@@ -90,11 +90,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         banner: dict[str, Any] = {"url": f"http://{host}:{port}", **about, "event_log": str(log.path or "")}
         if seed is not None:
             banner["seed"] = seed
-        print(json.dumps(banner), flush=True)
-        serve_in_thread(server)
+        # The handlers go in before the first line: whoever reads it may stop the server at once.
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
+        serve_in_thread(server)
+        print(json.dumps(banner), flush=True)
         stop.wait()
         server.shutdown()
         relay.stop()
