@@ -16,7 +16,7 @@ from sentinel_domain.audit import AuditChain, next_event
 from sentinel_domain.canonical import canonical_text
 from sentinel_domain.errors import Refusal, StoreConflict, StoreUnavailable
 from sentinel_domain.ports import Append, ClaimTaken, IdempotencyRecord, StreamRef
-from sentinel_service.adapters.dynamodb_items import FACT_CHUNK_BYTES, idempotency_sk, partition
+from sentinel_service.adapters.state_layout import FACT_CHUNK_BYTES, idempotency_sk, partition
 from sentinel_service.adapters.dynamodb_store import DynamoStateStore
 from sentinel_service.adapters.tables import ensure_tables
 
