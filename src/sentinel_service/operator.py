@@ -15,7 +15,7 @@ from sentinel_domain.errors import Refusal
 from sentinel_domain.models import Actor, Policy, ProjectConfig
 from sentinel_domain.ports import Clock, StreamRef
 from sentinel_domain.usecases import Gate
-from sentinel_service.adapters.principals import PrincipalAdmin, PrincipalRefused
+from sentinel_service.adapters.principal_rules import PrincipalRefused, PrincipalWriter
 
 # The operator as the project chain records it when it writes policies and configuration out of band.
 OPERATOR = Actor(id="operator", kind="human", roles=("admin",))
@@ -30,7 +30,7 @@ class Issued:
 
 class Operator:
     def __init__(
-        self, gate: Gate, admin: PrincipalAdmin, token_key: Callable[[], bytes], clock: Clock
+        self, gate: Gate, admin: PrincipalWriter, token_key: Callable[[], bytes], clock: Clock
     ) -> None:
         self.gate = gate
         self.admin = admin
