@@ -7,6 +7,7 @@ from typing import Any
 
 from sentinel_domain.canonical import digest
 
+from .backings import backings
 from .catalog import Scenario, load_catalog
 from .run_state import RunResult
 from .runner import run_scenario
@@ -115,15 +116,17 @@ def _gate(passed: bool, detail: str, skipped: bool = False) -> dict[str, Any]:
 
 
 def run_batch(
-    scenarios: Sequence[Scenario] | None = None, *, runs: int = RUNS_PER_SCENARIO
+    scenarios: Sequence[Scenario] | None = None, *, runs: int = RUNS_PER_SCENARIO, store: str = "memory"
 ) -> dict[str, Any]:
     """Runs the catalog (or the given scenarios) and returns the report, `report_digest` included.
 
     A subset (any explicit list) skips the gates that only mean something for the whole catalog: its size
-    and the presence of every critical scenario."""
+    and the presence of every critical scenario. `store` ("memory" or "sqlite") backs every run; the report
+    does not name it, so the same behaviour on either store gives the same digest."""
     subset = scenarios is not None
     chosen = list(scenarios) if scenarios is not None else load_catalog()
-    outcomes = [ScenarioOutcome(s, [run_scenario(s) for _ in range(runs)]) for s in chosen]
+    with backings(store) as backing:
+        outcomes = [ScenarioOutcome(s, [run_scenario(s, backing) for _ in range(runs)]) for s in chosen]
     all_runs = [r for o in outcomes for r in o.runs]
 
     counters = {

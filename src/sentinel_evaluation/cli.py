@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .backings import STORES
+
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
@@ -24,6 +26,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run only this scenario (repeatable); the catalog-wide gates are skipped",
     )
     parser.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
+    parser.add_argument(
+        "--store",
+        choices=STORES,
+        default="memory",
+        help="back every run with this store: in memory (default) or SQLite files in a temporary directory; "
+        "the report and its digest do not depend on it",
+    )
 
 
 def render(report: dict[str, Any]) -> str:
@@ -82,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: NOT_FOUND: no scenario {', '.join(unknown)}", file=sys.stderr)
             return EXIT_USAGE
         chosen = [by_name[n] for n in args.scenario]
-    report = run_batch(chosen)  # None: the whole catalog, with the catalog-wide gates
-    elapsed = f"elapsed: {time.monotonic() - started:.1f} s (not part of the report digest)"
+    store = getattr(args, "store", "memory")
+    report = run_batch(chosen, store=store)  # None: the whole catalog, with the catalog-wide gates
+    elapsed = f"store: {store}; elapsed: {time.monotonic() - started:.1f} s (not part of the report digest)"
     text = json.dumps(report, indent=2, sort_keys=True)
     if args.report:
         Path(args.report).write_text(text + "\n", encoding="utf-8")

@@ -1,7 +1,7 @@
-"""The isolated fixture every run starts from: a fresh in-memory store, a fixed clock, sequential ids, the
-demo project (created by the operator, configured by its admin through the API), a directory of principals
-behind an in-process authorizer fake, and the scripted fakes a scenario may ask for (model proposer, store
-faults, concurrent writers).
+"""The isolated fixture every run starts from: a fresh store (in memory, or SQLite: backings.py), a fixed
+clock, sequential ids, the demo project (created by the operator, configured by its admin through the API), a
+directory of principals behind an in-process authorizer fake, and the scripted fakes a scenario may ask for
+(model proposer, store faults, concurrent writers).
 
 Nothing here reads the wall clock, the environment or a random source: two runs of one scenario see the
 same ids, instants and digests."""
@@ -14,15 +14,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sentinel_domain.memory import FixedClock, MemoryStore, SequentialIds
+from sentinel_domain.memory import FixedClock, SequentialIds
 from sentinel_domain.models import Actor
 from sentinel_domain.plans import fill_template
-from sentinel_domain.ports import Append, IdempotencyRecord, Stream, StreamRef
+from sentinel_domain.ports import Append, IdempotencyRecord, StateStore, Stream, StreamRef
 from sentinel_domain.usecases import Gate
 from sentinel_gateway.gateway import LocalGateway
 from sentinel_service.adapters.proposers import NoModel
 from sentinel_service.compose import compose
 from sentinel_service.settings import Settings
+
+from .backings import Backing, MemoryBacking
 
 START = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 PROJECT = "demo"
@@ -272,9 +274,9 @@ class Hooks:
 
 
 class HarnessStore:
-    """The in-memory store, with a switchable read fault (the page budget exceeded) and append hooks."""
+    """The run's store, with a switchable read fault (the page budget exceeded) and append hooks."""
 
-    def __init__(self, inner: MemoryStore, hooks: Hooks) -> None:
+    def __init__(self, inner: StateStore, hooks: Hooks) -> None:
         self.inner = inner
         self.hooks = hooks
         self.incomplete: str | None = None  # None, "candidate" or "project"
@@ -333,7 +335,7 @@ class HarnessIds:
 class World:
     """One run's fixture: everything a scenario touches, fresh."""
 
-    memory: MemoryStore
+    backing: Backing
     store: HarnessStore
     clock: FixedClock
     ids: HarnessIds
@@ -344,10 +346,11 @@ class World:
     proposer: ScriptedProposer | None
 
 
-def build_world(proposer_script: list[str] | None) -> World:
-    memory = MemoryStore()
+def build_world(proposer_script: list[str] | None, backing: Backing | None = None) -> World:
+    """A fresh world over `backing` (a new in-memory store when none is given)."""
+    backing = backing if backing is not None else MemoryBacking()
     hooks = Hooks()
-    store = HarnessStore(memory, hooks)
+    store = HarnessStore(backing.store, hooks)
     clock = FixedClock(START)
     ids = HarnessIds(SequentialIds(), hooks)
     proposer = ScriptedProposer(proposer_script) if proposer_script else None
@@ -358,4 +361,4 @@ def build_world(proposer_script: list[str] | None) -> World:
     gateway = LocalGateway(lambda: services, make_authorizer(directory))
     # The operator creates the project out of band (the CLI's path); everything after goes through the API.
     services.gate.create_project(PROJECT)
-    return World(memory, store, clock, ids, hooks, services.gate, gateway, directory, proposer)
+    return World(backing, store, clock, ids, hooks, services.gate, gateway, directory, proposer)

@@ -42,19 +42,17 @@ class OutOfBandSteps(RunState):
         """Edit the store behind the chain's back, as anyone with write access to the table could."""
         candidate = step.get("chain", "candidate") == "candidate"
         ref = StreamRef(PROJECT, self.requests.cid) if candidate else StreamRef(PROJECT)
-        stream = self.world.memory.streams.get(ref)
+        backing = self.world.backing
+        stream = backing.stream(ref)
         if stream is None:
             self.fail("tamper: no such chain")
             return 0
         if "remove_event" in step:
-            position = next(
-                (i for i, e in enumerate(stream.events) if e["type"] == step["remove_event"]), None
-            )
-            if position is None:
+            seq = next((int(e["seq"]) for e in stream.events if e["type"] == step["remove_event"]), None)
+            if seq is None:
                 self.fail(f"tamper: no {step['remove_event']} event to remove")
                 return 0
-            seq = int(stream.events[position]["seq"])
-            del stream.events[position]
+            backing.remove_event(ref, seq)
             return seq
         old, new = step["replace"]
         marker = f'"type":"{step["fact"]}"'
@@ -62,7 +60,7 @@ class OutOfBandSteps(RunState):
         if not seqs:
             self.fail(f"tamper: no {step['fact']} fact containing {old}")
             return 0
-        stream.facts[max(seqs)] = stream.facts[max(seqs)].replace(old, new)
+        backing.replace_fact(ref, max(seqs), stream.facts[max(seqs)].replace(old, new))
         return max(seqs)
 
     def arm_race(self, step: dict[str, Any]) -> None:

@@ -72,7 +72,7 @@ KEPT = (
 
 
 def _snapshot(world: World) -> tuple[Any, ...]:
-    return world.memory.snapshot()
+    return world.backing.snapshot()
 
 
 def _summary(body: Any) -> dict[str, Any]:
@@ -104,7 +104,7 @@ class RequestSteps(StepChecks):
         caller = self.caller(request)
         before = _snapshot(self.world)
         hooks_before = len(self.world.hooks.fired)
-        outbox_before = len(self.world.memory.outbox)
+        outbox_before = len(self.world.backing.outbox())
         proposer_calls = self.world.proposer.calls if self.world.proposer else 0
         response = self.send(request)
         after = _snapshot(self.world)
@@ -151,7 +151,7 @@ class RequestSteps(StepChecks):
             self.result.identity_boundary.append(f"{where}: accepted although {reason}")
 
     def judge_side_effects(self, verb: str, response: Response, outbox_before: int) -> None:
-        new = self.world.memory.outbox[outbox_before:]
+        new = self.world.backing.outbox()[outbox_before:]
         if not new:
             return
         if not (verb == "execute" and response.status == 201 and not response.replayed):

@@ -9,6 +9,7 @@ from typing import Any
 from sentinel_domain.models import Actor
 from sentinel_domain.times import format_time
 
+from .backings import Backing
 from .catalog import Scenario
 from .fixture import CONFIG, POLICIES, build_world, token
 from .oracles import Shadow
@@ -48,14 +49,14 @@ def body_of(response: Response) -> dict[str, Any]:
 class RunState:
     """A run's state and plumbing; the step modules' classes extend it and runner.Run composes them."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, backing: Backing | None = None) -> None:
         self.scenario = scenario
         config = dict(CONFIG, **scenario.fixture.config)
         policies = {pid: dict(p, **scenario.fixture.policies.get(pid, {})) for pid, p in POLICIES.items()}
         self.shadow = Shadow(
             config=config, policies={pid: {"version": 1, "policy": p} for pid, p in policies.items()}
         )
-        self.world = build_world(scenario.fixture.proposer)
+        self.world = build_world(scenario.fixture.proposer, backing)
         self.labels: dict[str, str] = {}
         self.requests = RequestBuilder(self.shadow, self.world.clock.now, self.labels)
         self.result = RunResult(scenario.name, {}, "")

@@ -5,10 +5,12 @@ paths, so that two runs of one scenario must give the same observation digest.
 The run is composed of the steps' modules: request_steps.py (with step_checks.py, the checks of a step's
 outcome), out_of_band.py, and run_state.py (the state and plumbing they share)."""
 
+from collections.abc import Callable
 from typing import Any
 
 from sentinel_domain.canonical import digest
 
+from .backings import Backing, MemoryBacking
 from .catalog import OUT_OF_BAND, Scenario
 from .out_of_band import OutOfBandSteps
 from .request_steps import RequestSteps
@@ -79,7 +81,7 @@ class Run(RequestSteps, OutOfBandSteps):
             "decision": final["decision"],
             "approval_accepted": self.approval_accepted,
             "executed": self.executed,
-            "side_effects": [dict(item) for item in self.world.memory.outbox],
+            "side_effects": [dict(item) for item in self.world.backing.outbox()],
             "modes": self.modes,
             "idempotency": self.idempotency,
             "plan_digest": shadow.plan.digest if shadow.plan else None,
@@ -111,7 +113,7 @@ class Run(RequestSteps, OutOfBandSteps):
             self.result.false_ready.append(
                 f"{self.scenario.name} final: ready where {want.decision} was expected"
             )
-        outbox, executions = len(self.world.memory.outbox), len(self.shadow.executions)
+        outbox, executions = len(self.world.backing.outbox()), len(self.shadow.executions)
         if outbox != want.side_effects:
             self.fail(f"final: expected {want.side_effects} side effect(s) in the outbox, got {outbox}")
         if outbox > executions:
@@ -131,5 +133,10 @@ class Run(RequestSteps, OutOfBandSteps):
             self.fail(f"final: expected an action executed={want.executed}")
 
 
-def run_scenario(scenario: Scenario) -> RunResult:
-    return Run(scenario).execute()
+def run_scenario(scenario: Scenario, backing: Callable[[], Backing] = MemoryBacking) -> RunResult:
+    """One run over a fresh backing (in memory unless another maker is given), closed when the run ends."""
+    run = Run(scenario, backing())
+    try:
+        return run.execute()
+    finally:
+        run.world.backing.close()

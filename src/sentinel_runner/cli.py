@@ -142,6 +142,13 @@ def parser() -> argparse.ArgumentParser:
         help="run only this scenario (repeatable); the catalog-wide gates are skipped",
     )
     evaluate.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
+    evaluate.add_argument(
+        "--store",
+        choices=["memory", "sqlite"],
+        default="memory",
+        help="back every run with this store: in memory (default) or SQLite files in a temporary directory; "
+        "the report and its digest do not depend on it",
+    )
     evaluate.set_defaults(run=cmd_eval)
     return p
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from sentinel_domain.ports import Checkpoints, Clock, Ids, Proposer, StateStore
     from sentinel_domain.usecases import Gate
     from sentinel_domain.usecases.project_reads import ProjectCache
-    from sentinel_service.adapters.principal_ports import PrincipalReader, PrincipalWriter
+    from sentinel_service.adapters.principal_rules import PrincipalReader, PrincipalWriter
     from sentinel_service.operator import Operator
 
 # Tight timeouts and few retries: a slow store becomes STATE_UNAVAILABLE well inside API Gateway's limit.

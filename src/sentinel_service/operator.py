@@ -15,8 +15,7 @@ from sentinel_domain.errors import Refusal
 from sentinel_domain.models import Actor, Policy, ProjectConfig
 from sentinel_domain.ports import Clock, StreamRef
 from sentinel_domain.usecases import Gate
-from sentinel_service.adapters.principal_ports import PrincipalWriter
-from sentinel_service.adapters.principals import PrincipalRefused
+from sentinel_service.adapters.principal_rules import PrincipalRefused, PrincipalWriter
 
 # The operator as the project chain records it when it writes policies and configuration out of band.
 OPERATOR = Actor(id="operator", kind="human", roles=("admin",))

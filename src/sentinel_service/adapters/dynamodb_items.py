@@ -16,53 +16,37 @@ reads a chain's events, facts and head and nothing else. HEAD sorts last: a read
 never holds the head, so a write judged from it (expected_seq 0) can only fail its condition.
 
 Only shapes and values live here; the conditions a write carries and the calls that make it are the store's
-(dynamodb_store.py)."""
+(dynamodb_store.py). The keys, limits, fact parts and cursors every state store shares are in state_layout."""
 
-import base64
-import binascii
 import hashlib
 import json
-import zlib
 from typing import Any
 
-from sentinel_domain.errors import Refusal, StoreUnavailable
+from sentinel_domain.errors import StoreUnavailable
 from sentinel_domain.ports import Append, IdempotencyRecord, Stream, StreamRef
+from sentinel_service.adapters.state_layout import (
+    CLAIM_PREFIX,
+    EVENT_PREFIX,
+    EVENT_RESERVED,
+    HEAD_RESERVED,
+    HEAD_SK,
+    claim_fields,
+    decode_claim_cursor,
+    encode_claim_cursor,
+    event_sk,
+    idempotency_sk,
+    outbox_sk,
+    pack_body,
+    partition,
+    split_fact,
+    unpack_body,
+)
 from sentinel_service.adapters.tables import PK, SK
 
-HEAD_SK = "HEAD"
-EVENT_PREFIX = "E#"
-IDEMPOTENCY_PREFIX = "I#"
-OUTBOX_PREFIX = "O#"
-CLAIM_PREFIX = "U#"
-
-# A DynamoDB item is at most 400 KB; a fact chunk leaves room for the event's own attributes. Counted in
-# UTF-8 bytes (canonical JSON keeps non-ASCII characters as they are), so it also holds for non-ASCII text.
-FACT_CHUNK_BYTES = 350_000
-# A response body above this is stored zlib-compressed (a 2,000-obligation candidate's body can pass 400 KB).
-BODY_COMPRESS_BYTES = 64_000
-BODY_MAX_BYTES = 350_000
 # The stored record keeps the shape earlier releases wrote and replay from: `response_status` beside the body.
 # Only writes that create take an Idempotency-Key and every kept answer is one, so it is always 201 (0 while
 # in progress). Nothing reads it back: a replay is answered from the body by the route that created it.
 REPLAY_STATUS = 201
-
-EVENT_RESERVED = frozenset({PK, SK, "fact", "fact_parts"})
-HEAD_RESERVED = frozenset({PK, SK})
-
-
-# ---- keys -------------------------------------------------------------------------------------------------
-
-
-def partition(ref: StreamRef) -> str:
-    return f"P#{ref.project}" if ref.candidate_id is None else f"P#{ref.project}#C#{ref.candidate_id}"
-
-
-def event_sk(seq: int, part: int = 0) -> str:
-    return f"{EVENT_PREFIX}{seq:010d}" + (f"#{part:03d}" if part else "")
-
-
-def idempotency_sk(scope: str, key: str) -> str:
-    return IDEMPOTENCY_PREFIX + hashlib.sha256(f"{scope}\n{key}".encode()).hexdigest()
 
 
 # ---- attribute values -------------------------------------------------------------------------------------
@@ -125,21 +109,6 @@ def item_bytes(item: dict[str, Any]) -> int:
 
 
 # ---- chains: head, events, facts in chunks ----------------------------------------------------------------
-
-
-def split_fact(text: str, limit: int = FACT_CHUNK_BYTES) -> list[str]:
-    """Chunks of at most `limit` UTF-8 bytes each, never splitting a character; "" is one empty chunk."""
-    data = text.encode("utf-8")
-    chunks: list[str] = []
-    start = 0
-    while True:
-        end = min(start + limit, len(data))
-        while end < len(data) and (data[end] & 0xC0) == 0x80:  # a continuation byte: back off to a boundary
-            end -= 1
-        chunks.append(data[start:end].decode("utf-8"))
-        start = end
-        if start >= len(data):
-            return chunks
 
 
 def head_item(pk: str, head: dict[str, Any]) -> dict[str, Any]:
@@ -210,10 +179,9 @@ def assemble_stream(ref: StreamRef, items: list[dict[str, Any]], complete: bool,
 
 
 def outbox_item(pk: str, seq: int, index: int, entry: dict[str, Any], at: Any) -> dict[str, Any]:
-    outbox_id = str(entry.get("outbox_id") or f"{seq:010d}-{index}")
     return {
         PK: {"S": pk},
-        SK: {"S": OUTBOX_PREFIX + outbox_id},
+        SK: {"S": outbox_sk(seq, index, entry)},
         "item": {"S": json.dumps(entry, sort_keys=True, separators=(",", ":"))},
         "outbox_kind": {"S": str(entry.get("kind", ""))},
         "outbox_pending": {"S": "1"},
@@ -248,16 +216,10 @@ def chain_head_row(item: dict[str, Any]) -> dict[str, Any]:
 
 def claim_item(a: Append) -> dict[str, Any]:
     assert a.claim is not None
-    key, candidate_id = a.claim
-    fact = json.loads(a.fact_text)
     return {
         PK: {"S": partition(StreamRef(a.ref.project))},
-        SK: {"S": CLAIM_PREFIX + key},
-        "candidate_id": {"S": candidate_id},
-        "subject": {"S": str(fact["subject"])},
-        "revision": {"S": str(fact["revision"])},
-        "environment": {"S": str(fact["environment"])},
-        "recorded_at": {"S": str(fact.get("recorded_at") or a.event.get("at", ""))},
+        SK: {"S": CLAIM_PREFIX + a.claim[0]},
+        **{name: {"S": value} for name, value in claim_fields(a).items()},
     }
 
 
@@ -272,28 +234,12 @@ def claim_row(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def claim_cursor(item: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(
-        json.dumps({PK: item[PK], SK: item[SK]}, sort_keys=True).encode()
-    ).decode()
+    return encode_claim_cursor(text_of(item, PK), text_of(item, SK)[len(CLAIM_PREFIX) :])
 
 
-def decode_claim_cursor(cursor: str, pk: str) -> dict[str, Any]:
-    """Only a cursor this store issued for this project's claims is accepted."""
-    try:
-        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        if not (
-            isinstance(key, dict)
-            and set(key) == {PK, SK}
-            and key[PK] == {"S": pk}
-            and isinstance(key[SK], dict)
-            and set(key[SK]) == {"S"}
-            and isinstance(key[SK]["S"], str)
-            and key[SK]["S"].startswith(CLAIM_PREFIX)
-        ):
-            raise ValueError("foreign cursor")
-        return key
-    except Exception as error:  # any undecodable or foreign cursor is the caller's mistake
-        raise Refusal("VALIDATION_FAILED", "cursor is not one this service issued") from error
+def claim_start_key(cursor: str, pk: str) -> dict[str, Any]:
+    """The ExclusiveStartKey a cursor stands for; a foreign or garbled cursor is refused."""
+    return {PK: {"S": pk}, SK: {"S": CLAIM_PREFIX + decode_claim_cursor(cursor, pk)}}
 
 
 # ---- idempotency records ----------------------------------------------------------------------------------
@@ -313,27 +259,21 @@ def idempotency_item(record: IdempotencyRecord, status: str) -> dict[str, Any]:
         "lease_until": {"S": record.lease_until},
     }
     if record.response_body is not None:
-        body = json.dumps(record.response_body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        data = body.encode("utf-8")
-        if len(data) > BODY_COMPRESS_BYTES:
-            packed = zlib.compress(data, 9)
-            if len(packed) > BODY_MAX_BYTES:
-                raise ValueError("the response body is too large to keep for replay")
+        text, packed = pack_body(record.response_body)
+        if packed is not None:
             item["response_body_zlib"] = {"B": packed}
         else:
-            item["response_body"] = {"S": body}
+            item["response_body"] = {"S": text}
     return item
 
 
 def idempotency_record(ref: StreamRef, scope: str, key: str, item: dict[str, Any]) -> IdempotencyRecord:
-    body: dict[str, Any] | None = None
     try:
-        if "response_body_zlib" in item:
-            body = json.loads(zlib.decompress(item["response_body_zlib"]["B"]))
-        elif "S" in item.get("response_body", {}):
-            body = json.loads(item["response_body"]["S"])
-    except (ValueError, zlib.error, binascii.Error, KeyError) as error:
+        packed = item["response_body_zlib"]["B"] if "response_body_zlib" in item else None
+        text = item["response_body"]["S"] if "S" in item.get("response_body", {}) else None
+    except (KeyError, TypeError) as error:
         raise StoreUnavailable("a stored idempotency record cannot be read") from error
+    body = unpack_body(text, packed)
     return IdempotencyRecord(
         ref=ref,
         scope=scope,

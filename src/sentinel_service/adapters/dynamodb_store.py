@@ -18,35 +18,34 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sentinel_domain.errors import StoreConflict, StoreUnavailable
 from sentinel_domain.ports import Append, ClaimTaken, IdempotencyRecord, Stream, StreamRef
 from sentinel_service.adapters.dynamodb_items import (
-    CLAIM_PREFIX,
-    EVENT_PREFIX,
-    EVENT_RESERVED,
-    HEAD_RESERVED,
-    HEAD_SK,
-    OUTBOX_PREFIX,
     assemble_stream,
     chain_head_row,
     claim_cursor,
     claim_item,
     claim_row,
-    decode_claim_cursor,
+    claim_start_key,
     event_items,
     head_fields,
     head_item,
     idempotency_item,
     idempotency_record,
-    idempotency_sk,
     item_bytes,
     number_of,
     outbox_item,
     outbox_row,
-    partition,
     text_of,
 )
+from sentinel_service.adapters.state_layout import (
+    CLAIM_PREFIX,
+    EVENT_PREFIX,
+    HEAD_SK,
+    OUTBOX_PREFIX,
+    check_append,
+    check_transaction,
+    idempotency_sk,
+    partition,
+)
 from sentinel_service.adapters.tables import PK, SK
-
-MAX_TRANSACTION_ITEMS = 100
-MAX_TRANSACTION_BYTES = 4_000_000
 
 _CONFLICT_REASONS = frozenset({"ConditionalCheckFailed", "TransactionConflict", "None"})
 _METHODS = {
@@ -141,13 +140,7 @@ class DynamoStateStore:
     def append(self, a: Append) -> None:
         """One TransactWriteItems: head, event, fact parts, outbox, idempotency completion, claim."""
         pk = partition(a.ref)
-        seq = a.event.get("seq")
-        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-            raise ValueError("the event needs an integer seq of at least 1")
-        if seq != a.expected_seq + 1 or a.head.get("seq") != seq:
-            raise ValueError("event seq, head seq and expected_seq disagree")
-        if EVENT_RESERVED & set(a.event) or HEAD_RESERVED & set(a.head):
-            raise ValueError("event or head uses a reserved attribute name")
+        seq = check_append(a)
         items: list[dict[str, Any]] = [self._head_put(pk, a)]
         items.extend(self._put_new(item) for item in event_items(pk, seq, a.event, a.fact_text))
         for index, entry in enumerate(a.outbox):
@@ -174,13 +167,7 @@ class DynamoStateStore:
         keys = [(op["Put"]["Item"][PK]["S"], op["Put"]["Item"][SK]["S"]) for op in items if "Put" in op]
         if len(set(keys)) != len(keys):
             raise ValueError("the append writes one item twice (a repeated outbox id?)")
-        if len(items) > MAX_TRANSACTION_ITEMS:
-            raise ValueError(
-                f"the append needs {len(items)} items; a transaction holds at most {MAX_TRANSACTION_ITEMS}"
-            )
-        size = sum(item_bytes(item) for item in items)
-        if size > MAX_TRANSACTION_BYTES:
-            raise ValueError(f"the append needs about {size} bytes; a transaction holds at most 4 MB")
+        check_transaction(len(items), sum(item_bytes(item) for item in items))
         # The same token for the same write: a retry by botocore after a lost response succeeds instead of
         # failing its own conditions (DynamoDB keeps tokens for 10 minutes).
         token = hashlib.sha256(
@@ -278,7 +265,7 @@ class DynamoStateStore:
             "Limit": limit + 1,  # one more than asked: a next page exists only when something is left
         }
         if cursor:
-            kwargs["ExclusiveStartKey"] = decode_claim_cursor(cursor, pk)
+            kwargs["ExclusiveStartKey"] = claim_start_key(cursor, pk)
         items = self._call("Query", **kwargs).get("Items", [])
         rows = [claim_row(i) for i in items[:limit]]
         next_cursor = claim_cursor(items[limit - 1]) if len(items) > limit else None

@@ -6,61 +6,54 @@ Two item shapes share one string hash key `pk`:
   TOKEN#{hmac}    principal_id, expires_at
 Only the HMAC of a token is ever stored. `PrincipalDirectory` is what the authorizer reads (read only, fails
 closed); `PrincipalAdmin` is the operator's CLI writing with the operator's own credentials (no function may
-write this table).
+write this table). The rules both apply, whatever stores the principals, are in `principal_rules`.
 """
 
 from __future__ import annotations
 
-import hmac
-import json
-import re
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sentinel_domain.identity import IDENT, PROJECT_ID, ROLES_BY_KIND
 from sentinel_domain.times import format_time, parse_time
-from sentinel_service.adapters.tables import PK  # the table's only key attribute (string hash key)
-from sentinel_service.adapters.tokens import (
-    MAX_TTL_SECONDS,
-    default_ttl_seconds,
-    new_token,
-    token_hmac,
-    well_formed,
+from sentinel_service.adapters.principal_rules import (
+    PUBLIC_FIELDS,
+    DirectoryUnavailable,
+    PrincipalRefused,
+    authorizer_response,
+    bearer_token,
+    changed_meanwhile,
+    check_addition,
+    check_rotation,
+    check_sponsor,
+    expiry,
+    live_principal,
+    not_found,
+    principal_exists,
+    revocation,
+    sponsor_checkable,
+    sponsor_invalid,
+    token_expired,
 )
+from sentinel_service.adapters.principal_rules import public_view as public_fields
+from sentinel_service.adapters.tables import PK  # the table's only key attribute (string hash key)
+from sentinel_service.adapters.tokens import new_token, token_hmac, well_formed
+
+__all__ = [
+    "PUBLIC_FIELDS",
+    "DirectoryUnavailable",
+    "PrincipalAdmin",
+    "PrincipalDirectory",
+    "PrincipalRefused",
+    "authorizer_response",
+    "bearer_token",
+    "public_view",
+]
 
 PRINCIPAL_PREFIX = "PRINCIPAL#"
 TOKEN_PREFIX = "TOKEN#"
-
-_IDENT = re.compile(IDENT)
-_PROJECT = re.compile(PROJECT_ID)
-# What `list`/`get`/`authenticate` may show of a principal item: never the token hash.
-PUBLIC_FIELDS = (
-    "id",
-    "kind",
-    "sponsor",
-    "roles",
-    "revoked",
-    "compromised",
-    "created_at",
-    "revoked_at",
-    "token_expires_at",
-)
-
-
-class DirectoryUnavailable(Exception):
-    """The principals table could not be read or written: the caller refuses (fail closed)."""
-
-
-class PrincipalRefused(Exception):
-    """An operator request the rules refuse; `code` is stable, the message is for people."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
 
 
 def principal_key(principal_id: str) -> dict[str, Any]:
@@ -97,13 +90,7 @@ def _plain(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def public_view(item: Mapping[str, Any]) -> dict[str, Any]:
-    plain = _plain(item)
-    view = {field: plain.get(field) for field in PUBLIC_FIELDS}
-    view["sponsor"] = view["sponsor"] or None
-    view["revoked"] = bool(view["revoked"])
-    view["compromised"] = bool(view["compromised"])
-    view["roles"] = view["roles"] or {}
-    return view
+    return public_fields(_plain(item))
 
 
 def _store_error(error: Exception) -> DirectoryUnavailable:
@@ -138,12 +125,12 @@ class PrincipalDirectory:
         if token_item is None:
             return None
         try:
-            expires_at = parse_time(token_item["expires_at"]["S"])
+            expires_at = token_item["expires_at"]["S"]
             principal_id = token_item["principal_id"]["S"]
-        except (KeyError, ValueError) as error:
+        except KeyError as error:
             raise DirectoryUnavailable("a token item is malformed") from error
-        if now >= expires_at:
-            return None  # expired at its expiry instant, not one tick later
+        if token_expired(expires_at, now):
+            return None
         principal_item = self._get(principal_key(principal_id))
         if principal_item is None:
             return None
@@ -152,59 +139,7 @@ class PrincipalDirectory:
             current = principal_item.get("token_hmac", {}).get("S", "")
         except (KeyError, ValueError, TypeError) as error:
             raise DirectoryUnavailable("a principal item is malformed") from error
-        if principal["revoked"] or principal["kind"] not in ROLES_BY_KIND:
-            return None
-        # A token item left behind by an interrupted rotation must not outlive its replacement.
-        if not hmac.compare_digest(current, hashed):
-            return None
-        return principal
-
-
-def authorizer_response(
-    event: Mapping[str, Any], authenticate: Callable[[str], dict[str, Any] | None]
-) -> dict[str, Any]:
-    """An HTTP API (payload 2.0, simple responses) authorizer answer for one request event.
-
-    Anything short of a valid `Bearer <token>` naming a live principal is `isAuthorized: false`; the caller
-    turns exceptions into the same refusal.
-    """
-    token = bearer_token(event)
-    if token is None:
-        return {"isAuthorized": False}
-    principal = authenticate(token)
-    if principal is None:
-        return {"isAuthorized": False}
-    return {
-        "isAuthorized": True,
-        "context": {
-            "principal_id": principal["id"],
-            "kind": principal["kind"],
-            "sponsor": principal["sponsor"] or "",
-            "roles": json.dumps(principal["roles"], sort_keys=True, separators=(",", ":")),
-        },
-    }
-
-
-def bearer_token(event: Mapping[str, Any]) -> str | None:
-    headers = event.get("headers") or {}
-    value = None
-    if isinstance(headers, Mapping):
-        # Payload 2.0 lower-cases header names; tolerate a caller that did not.
-        for name, header in headers.items():
-            if isinstance(name, str) and name.lower() == "authorization":
-                value = header
-                break
-    if value is None:
-        sources = event.get("identitySource") or []
-        if isinstance(sources, list) and len(sources) == 1:
-            value = sources[0]
-    if not isinstance(value, str):
-        return None
-    scheme, _, token = value.strip().partition(" ")
-    if scheme.lower() != "bearer":
-        return None
-    token = token.strip()
-    return token or None
+        return live_principal(principal, current, hashed)
 
 
 class PrincipalAdmin:
@@ -269,25 +204,16 @@ class PrincipalAdmin:
         extra_items: Sequence[dict[str, Any]] = (),
     ) -> str:
         """Create a principal and return its first token (the only time it exists in clear)."""
-        if not isinstance(principal_id, str) or not _IDENT.fullmatch(principal_id):
-            raise PrincipalRefused("INVALID_ID", f"a principal id must match {IDENT}")
-        if kind not in ROLES_BY_KIND:
-            raise PrincipalRefused("INVALID_KIND", f"kind must be one of {sorted(ROLES_BY_KIND)}")
-        clean_roles = _check_roles(kind, roles)
-        ttl = _check_ttl(kind, ttl_seconds)
-        if sponsor is not None and kind == "human":
-            raise PrincipalRefused("SPONSOR_NOT_ALLOWED", "a human principal has no sponsor")
+        clean_roles, ttl = check_addition(principal_id, kind, sponsor, roles, ttl_seconds)
         if sponsor is not None:
             self._check_sponsor(sponsor)
         if self._get_item(principal_id) is not None:
-            raise PrincipalRefused(
-                "PRINCIPAL_EXISTS", f"principal {principal_id} exists (ids are never reused)"
-            )
+            raise principal_exists(principal_id)
 
         token = new_token()
         hashed = token_hmac(key, token)
         created_at = format_time(now)
-        expires_at = _expiry(now, ttl)
+        expires_at = expiry(now, ttl)
         principal = {
             PK: _s(PRINCIPAL_PREFIX + principal_id),
             "id": _s(principal_id),
@@ -320,15 +246,11 @@ class PrincipalAdmin:
             )
         failed = self._transact(items + list(extra_items))
         if failed == 0:
-            raise PrincipalRefused(
-                "PRINCIPAL_EXISTS", f"principal {principal_id} exists (ids are never reused)"
-            )
+            raise principal_exists(principal_id)
         if failed == 2:
-            raise PrincipalRefused(
-                "SPONSOR_INVALID", f"sponsor {sponsor} is not an existing, unrevoked human"
-            )
+            raise sponsor_invalid(sponsor)
         if failed is not None:
-            raise PrincipalRefused("CONFLICT", "the principals table changed meanwhile; try again")
+            raise changed_meanwhile()
         return token
 
     def rotate(
@@ -342,14 +264,11 @@ class PrincipalAdmin:
     ) -> str:
         """Issue a new token and void the old one, in one transaction."""
         item = self._existing(principal_id)
-        view = public_view(item)
-        if view["revoked"]:
-            raise PrincipalRefused("PRINCIPAL_REVOKED", f"principal {principal_id} is revoked")
-        ttl = _check_ttl(view["kind"], ttl_seconds)
+        ttl = check_rotation(principal_id, public_view(item), ttl_seconds)
         old = item.get("token_hmac", {}).get("S")
         token = new_token()
         hashed = token_hmac(key, token)
-        expires_at = _expiry(now, ttl)
+        expires_at = expiry(now, ttl)
         update: dict[str, Any] = {
             "TableName": self._table,
             "Key": principal_key(principal_id),
@@ -381,7 +300,7 @@ class PrincipalAdmin:
         if old:
             items.append({"Delete": {"TableName": self._table, "Key": token_key(old)}})
         if self._transact(items + list(extra_items)) is not None:
-            raise PrincipalRefused("CONFLICT", f"principal {principal_id} changed meanwhile; try again")
+            raise changed_meanwhile(principal_id)
         return token
 
     def revoke(
@@ -396,8 +315,7 @@ class PrincipalAdmin:
         item = self._existing(principal_id)
         view = public_view(item)
         old = item.get("token_hmac", {}).get("S")
-        compromised = bool(compromised) or view["compromised"]
-        revoked_at = view["revoked_at"] or format_time(now)
+        compromised, revoked_at = revocation(view, compromised, now)
         update: dict[str, Any] = {
             "TableName": self._table,
             "Key": principal_key(principal_id),
@@ -426,7 +344,7 @@ class PrincipalAdmin:
         if old:
             items.append({"Delete": {"TableName": self._table, "Key": token_key(old)}})
         if self._transact(items + list(extra_items)) is not None:
-            raise PrincipalRefused("CONFLICT", f"principal {principal_id} changed meanwhile; try again")
+            raise changed_meanwhile(principal_id)
         return {**view, "revoked": True, "compromised": compromised, "revoked_at": revoked_at}
 
     # -- internals -------------------------------------------------------------------------------
@@ -434,16 +352,12 @@ class PrincipalAdmin:
     def _existing(self, principal_id: str) -> dict[str, Any]:
         item = self._get_item(principal_id) if isinstance(principal_id, str) else None
         if item is None:
-            raise PrincipalRefused("NOT_FOUND", f"no principal {principal_id}")
+            raise not_found(principal_id)
         return item
 
     def _check_sponsor(self, sponsor: str) -> None:
-        item = self._get_item(sponsor) if isinstance(sponsor, str) and _IDENT.fullmatch(sponsor) else None
-        view = None if item is None else public_view(item)
-        if view is None or view["kind"] != "human" or view["revoked"]:
-            raise PrincipalRefused(
-                "SPONSOR_INVALID", f"sponsor {sponsor} is not an existing, unrevoked human"
-            )
+        item = self._get_item(sponsor) if sponsor_checkable(sponsor) else None
+        check_sponsor(sponsor, None if item is None else public_view(item))
 
     def _put_new(self, item: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -480,39 +394,3 @@ def _token_item(hashed: str, principal_id: str, expires_at: str) -> dict[str, An
         # DynamoDB's TTL sweep removes expired token items eventually; authentication still checks expires_at.
         "ttl_epoch": {"N": str(int(parse_time(expires_at).timestamp()) + 1)},
     }
-
-
-def _expiry(now: datetime, ttl_seconds: int) -> str:
-    return format_time(now + timedelta(seconds=ttl_seconds))
-
-
-def _check_ttl(kind: str, ttl_seconds: int | None) -> int:
-    if ttl_seconds is None:
-        return default_ttl_seconds(kind)
-    if (
-        isinstance(ttl_seconds, bool)
-        or not isinstance(ttl_seconds, int)
-        or not 0 < ttl_seconds <= MAX_TTL_SECONDS
-    ):
-        raise PrincipalRefused("INVALID_TTL", f"ttl must be between 1 second and {MAX_TTL_SECONDS} seconds")
-    return ttl_seconds
-
-
-def _check_roles(kind: str, roles: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
-    if not isinstance(roles, Mapping) or not roles:
-        raise PrincipalRefused("NO_ROLES", "a principal needs at least one role in one project")
-    allowed = ROLES_BY_KIND[kind]
-    clean: dict[str, list[str]] = {}
-    for project, names in roles.items():
-        if not isinstance(project, str) or not _PROJECT.fullmatch(project):
-            raise PrincipalRefused("INVALID_PROJECT", f"not a project id: {project!r}")
-        if isinstance(names, str) or not names:
-            raise PrincipalRefused("NO_ROLES", f"no roles given in project {project}")
-        for role in names:
-            if role not in allowed:
-                raise PrincipalRefused(
-                    "ROLE_NOT_ALLOWED",
-                    f"a principal of kind {kind} may not hold role {role!r} (allowed: {sorted(allowed)})",
-                )
-        clean[project] = sorted(set(names))
-    return clean

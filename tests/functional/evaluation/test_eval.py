@@ -5,6 +5,7 @@ and each kind of product fault (made here by patching the product for one test) 
 import dataclasses
 import itertools
 import json
+import tempfile
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from sentinel_evaluation.catalog import (
     scenario_from_data,
 )
 from sentinel_evaluation.cli import main, render
+from sentinel_service.adapters.sqlite_store import SqliteStateStore
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +67,48 @@ def test_two_consecutive_batches_give_the_same_report_digest(batches) -> None:
     assert len(first["report_digest"]) == 64
     assert first["report_digest"] == second["report_digest"]
     assert first == second
+
+
+def test_the_catalog_on_sqlite_gives_the_report_it_gives_in_memory(batches) -> None:
+    # Given the whole catalog's report in memory
+    in_memory, _again = batches
+    # When the catalog runs again with every run on the embedded SQLite store, each in a file of its own
+    on_sqlite = run_batch(store="sqlite")
+    # Then it passes, and its report (digest included) is the in-memory one: the store changed nothing
+    assert on_sqlite["passed"], failures(on_sqlite) or on_sqlite["gates"]
+    assert on_sqlite["report_digest"] == in_memory["report_digest"]
+    assert on_sqlite == in_memory
+
+
+def test_the_harness_catches_a_sqlite_store_that_drops_its_conditions(catalog, monkeypatch) -> None:
+    # Given a SQLite store that (wrongly) drops the plan and approval conditions of an execution's write
+    append = SqliteStateStore.append
+
+    def lax(self: SqliteStateStore, change: Any) -> None:
+        append(self, dataclasses.replace(change, require_plan_digest=None, require_approval_after=None))
+
+    monkeypatch.setattr(SqliteStateStore, "append", lax)
+    # When the expiry race runs on it, Then the side effect it lets through is counted
+    report = run_batch([catalog["expiry_between_approval_and_execution"]], store="sqlite")
+    assert not report["passed"]
+    assert report["counters"]["unauthorized_side_effect_count"] >= 2
+
+
+def test_the_command_runs_on_sqlite_and_leaves_no_file_behind(tmp_path, monkeypatch, capsys) -> None:
+    # Given temporary files kept under this test's directory
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    # When the tampering scenarios run on SQLite from the command line
+    scenarios = [
+        "fact_edited_behind_the_chain",
+        "event_removed_from_the_chain",
+        "project_policy_edited_in_place",
+    ]
+    code = main(["--json", "--store", "sqlite", *(arg for name in scenarios for arg in ("--scenario", name))])
+    # Then they pass, the store is named outside the report, and every database file is gone
+    printed = capsys.readouterr()
+    assert code == 0, failures(json.loads(printed.out))
+    assert "store: sqlite" in printed.err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_catalog_covers_both_outcomes_and_side_effects(batches) -> None:
