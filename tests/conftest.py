@@ -1,11 +1,19 @@
 """Fixtures more than one layer shares: the one build, and the run's shared folder it lives in, that the
 infrastructure and end-to-end acceptance tests reuse."""
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from sentinel_infra.packaging import exclusive
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """No test reaches the user's own data directory: a server or an operator command that a test starts
+    without --data lands in a directory of this run (each xdist worker its own), never ~/.local/share."""
+    os.environ["SENTINEL_DATA_DIR"] = tempfile.mkdtemp(prefix="sentinel-test-data-")
 
 
 @pytest.fixture(scope="session")

@@ -48,17 +48,21 @@ def test_health_names_the_local_runtime_and_no_secret(gate) -> None:
         assert principal["token"] not in text
 
 
-def test_serve_prints_its_url_and_store_as_the_first_line() -> None:
-    # Given a server started without --seed, When it prints its first line, Then it is one JSON object
+def test_serve_prints_its_url_and_store_as_the_first_line(tmp_path: Path) -> None:
+    # Given a server started on a data directory without --seed
     process = subprocess.Popen(
-        [sys.executable, "-m", "sentinel_runner.cli", "serve"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "sentinel_runner.cli", "serve", "--data", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
+        # When it prints its first line
         banner = json.loads(process.stdout.readline())
-        assert banner["url"].startswith("http://127.0.0.1:") and banner["dynamodb_endpoint"].startswith(
-            "http://"
-        )
-        assert "seed" not in banner
     finally:
         process.terminate()
         process.wait(timeout=10)
+    # Then it is one JSON object naming where it listens, its store, its data and that the data is kept
+    assert banner["url"].startswith("http://127.0.0.1:")
+    assert banner["store"] == "sqlite" and banner["data_dir"] == str(tmp_path.resolve())
+    assert banner["persistent"] is True and "synchronous=FULL" in banner["durability"]
+    assert "dynamodb_endpoint" not in banner and "seed" not in banner
