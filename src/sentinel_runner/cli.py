@@ -7,11 +7,13 @@ import argparse
 import json
 import sys
 
-from sentinel_domain.errors import Refusal
+from sentinel_domain.errors import Refusal, StoreUnavailable
 from sentinel_domain.models import PROJECT_ID
-from sentinel_service.adapters.principals import PrincipalRefused
+from sentinel_service.adapters.principals import DirectoryUnavailable, PrincipalRefused
+from sentinel_service.adapters.token_key import TokenKeyUnavailable
 from sentinel_service.adapters.tokens import parse_duration
 
+from .data_dir import DataDirUnavailable
 from .output import fail
 from .serve import cmd_serve
 from .stores import add_store_options, services_for
@@ -159,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.run(args))
     except Refusal as refusal:
         return fail(refusal.code, refusal.detail)
+    except (DataDirUnavailable, StoreUnavailable, TokenKeyUnavailable, DirectoryUnavailable) as error:
+        return fail("STATE_UNAVAILABLE", str(error) or type(error).__name__, "fix the store, then run again")
 
 
 if __name__ == "__main__":

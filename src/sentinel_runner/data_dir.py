@@ -6,8 +6,9 @@
     <dir>/events.jsonl    the relay's event log: side effects and chain-head checkpoints, appended only
     <dir>/runner.lock     held by the one `sentinel serve` that owns the directory
 
-The directory is created 0700. Everything in it belongs to one user: the files' permissions are the store's
-protection, not the API (API.md, "The local runner")."""
+The directory is created 0700 (an existing one of ours is closed to 0700; another user's is refused) and its
+files 0600. Everything in it belongs to one user: the files' permissions are the store's protection, not the
+API (API.md, "The local runner")."""
 
 from __future__ import annotations
 
@@ -60,7 +61,9 @@ class DataDir:
 
 
 def open_data_dir(path: Path) -> DataDir:
-    """The directory, created 0700 when missing; refused when it is not a writable directory."""
+    """The directory, created 0700 when missing; refused when it is not a writable directory of ours. From
+    here on this process creates files for its owner alone (umask 077)."""
+    os.umask(0o077)
     path = path.expanduser().resolve()
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -68,6 +71,15 @@ def open_data_dir(path: Path) -> DataDir:
         raise DataDirUnavailable(f"cannot create the data directory {path}: {error.strerror}") from None
     if not path.is_dir():
         raise DataDirUnavailable(f"the data directory {path} is not a directory")
+    status = path.stat()
+    if status.st_uid != os.geteuid():
+        raise DataDirUnavailable(
+            f"the data directory {path} belongs to another user: its files would be theirs to read and "
+            "replace; use a directory of your own"
+        )
+    if status.st_mode & 0o077:
+        # Ours, but open to others: close it, since the files' permissions are the store's only protection.
+        path.chmod(0o700)
     if not os.access(path, os.W_OK | os.X_OK):
         raise DataDirUnavailable(
             f"the data directory {path} is not writable (a read-only mount, or another user's): "

@@ -2,6 +2,7 @@
 as DynamoDB Streams and EventBridge Pipes do in AWS. Delivery is at least once; consumers dedupe by id."""
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,16 +18,24 @@ class EventLog:
 
     @staticmethod
     def _read(path: Path) -> list[dict[str, Any]]:
-        """What earlier runs appended, so checkpoints outlive a restart. A crash can cut the last line short:
-        that line was never acknowledged to anyone, and is passed over."""
+        """What earlier runs appended, so checkpoints outlive a restart. A crash or a full disk can cut the
+        last line short: it is passed over, and a newline ends it so the next event starts a line of its own
+        (glued to the fragment, it would be lost on the next read). Lines that are not events are passed
+        over too."""
         if not path.exists():
             return []
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if text and not text.endswith("\n"):
+            with path.open("a", encoding="utf-8") as out:
+                out.write("\n")
         events = []
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for line in text.splitlines():
             try:
-                events.append(json.loads(line))
+                event = json.loads(line)
             except ValueError:
                 continue
+            if isinstance(event, dict) and isinstance(event.get("detail"), dict) and "detail-type" in event:
+                events.append(event)
         return events
 
     def publish(self, event: dict[str, Any]) -> None:
@@ -35,6 +44,9 @@ class EventLog:
             if self.path is not None:
                 with self.path.open("a", encoding="utf-8") as out:
                     out.write(json.dumps(event, sort_keys=True) + "\n")
+                    out.flush()
+                    # On disk before the relay marks the item relayed: at least once, never zero times.
+                    os.fsync(out.fileno())
 
     def newest_checkpoint(self, project: str, candidate_id: str | None) -> dict[str, Any] | None:
         with self._lock:
@@ -42,8 +54,8 @@ class EventLog:
                 e
                 for e in self.events
                 if e["detail-type"] == "sentinel.checkpoint"
-                and e["detail"]["project"] == project
-                and e["detail"]["candidate_id"] == candidate_id
+                and e["detail"].get("project") == project
+                and e["detail"].get("candidate_id") == candidate_id
             ]
         return found[-1]["detail"] if found else None
 

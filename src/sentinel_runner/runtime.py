@@ -6,11 +6,13 @@ import ipaddress
 import os
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from sentinel_domain.ports import Checkpoints
 from sentinel_service.adapters.tables import ensure_tables
+from sentinel_service.adapters.token_key import TokenKeyUnavailable
 from sentinel_service.compose import OPERATOR_TIMEOUTS, Services, compose, dynamodb_client
 from sentinel_service.settings import Settings
 
@@ -76,6 +78,14 @@ def open_embedded(
     env.setdefault("SENTINEL_TOKEN_KEY_FILE", str(data.token_key))
     env["SENTINEL_RUNTIME"] = "local"
     env.pop("SENTINEL_DYNAMODB_ENDPOINT", None)
+    # A key is made only with a new store: a store whose key has gone missing holds tokens no new key can
+    # check, and a fresh key would silently void every one of them.
+    key_file = Path(env["SENTINEL_TOKEN_KEY_FILE"]).expanduser()
+    if data.database.exists() and not key_file.exists():
+        raise TokenKeyUnavailable(
+            f"the token key {key_file} is missing, but the store in {data.path} holds tokens made under it: "
+            "restore the key file (a new key would void every token)"
+        )
     database = SqliteDatabase(data.database)
     return compose(
         Settings.from_env(env),

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from sentinel_domain.errors import StoreUnavailable
+from sentinel_service.adapters.principals import DirectoryUnavailable
+from sentinel_service.adapters.token_key import TokenKeyUnavailable
 
 from .data_dir import DataDirUnavailable, RunnerLock, open_data_dir
 from .output import fail
@@ -77,8 +79,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         try:
             services, log, about = open_store(args, held)
+            services.token_key()  # at start: a key that cannot be read refuses to serve, not every request
             seed = seed_demo(services.operator) if args.seed else None
-        except (DataDirUnavailable, StoreUnavailable) as error:
+        except (DataDirUnavailable, StoreUnavailable, TokenKeyUnavailable, DirectoryUnavailable) as error:
             return fail(
                 "STATE_UNAVAILABLE", str(error), "fix the data directory, or choose another with --data"
             )

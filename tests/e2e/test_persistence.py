@@ -150,3 +150,19 @@ def test_a_corrupt_database_is_refused_at_start(tmp_path: Path) -> None:
     # Then it refuses at once with a clear line and no traceback
     assert refused.returncode == 1 and err.startswith("error: STATE_UNAVAILABLE:"), err
     assert "Traceback" not in err and time.monotonic() - started < 60
+
+
+def test_a_store_whose_token_key_went_missing_is_refused_not_rekeyed(tmp_path: Path) -> None:
+    # Given a seeded data directory, its files for its owner alone, and then its token key lost
+    process = serve(tmp_path, "--seed")
+    first_line(process)
+    stop(process)
+    modes = {name: oct((tmp_path / name).stat().st_mode & 0o777) for name in ("sentinel.db", "token.key")}
+    assert modes == {"sentinel.db": "0o600", "token.key": "0o600"}
+    (tmp_path / "token.key").unlink()
+    # When a server starts on it
+    refused = serve(tmp_path)
+    _out, err = refused.communicate(timeout=60)
+    # Then it refuses, says what to restore, and makes no new key (which would void every token)
+    assert refused.returncode == 1 and err.startswith("error: STATE_UNAVAILABLE: the token key"), err
+    assert not (tmp_path / "token.key").exists()
