@@ -208,7 +208,7 @@ def decide_baseline(
                 for obligation_id in check["covers"]:
                     covered.add(obligation_id)
                     for f in _check_findings(state, project, check, obligation_id, as_of):
-                        findings.append(f.where(task["task_id"]))
+                        findings.append(f.model_copy(update={"task_id": task["task_id"]}))
             reports = state.reports_for(digest_now, task["task_id"])
             if not reports:
                 findings.append(

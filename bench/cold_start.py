@@ -72,7 +72,10 @@ MODES = {
 SETUP = {
     # The work the first request adds on a cold start: Sentinel builds its store client lazily.
     "sentinel": "from sentinel_service import compose\ncompose.lambda_services()",
-    "authorizer": "mod._resolve()",
+    # The authorizer builds its services on the first call: the directory (its store client) and the key.
+    "authorizer": (
+        "from sentinel_service import compose\ns = compose.lambda_services()\ns.directory, s.token_key()"
+    ),
     "naive": "pass",  # built at import already
 }
 CODE = """\
