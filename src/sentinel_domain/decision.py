@@ -6,10 +6,10 @@ from pydantic import BaseModel, ConfigDict
 
 from .canonical import digest
 from .evidence import scope_covers
-from .models import Policy
+from .models import Policy, ProjectConfig
 from .reviews import approval_status
 from .state import CandidateState, ProjectState
-from .times import parse_time
+from .times import utc_naive
 
 TRUST_FINDING = {"unverified": "EVIDENCE_UNVERIFIED", "untrusted": "EVIDENCE_UNTRUSTED"}
 
@@ -25,9 +25,6 @@ class Finding(BaseModel):
     task_id: str | None = None
     detail: str
     remediation_hint: str | None = None
-
-    def where(self, task_id: str) -> "Finding":
-        return self.model_copy(update={"task_id": task_id})
 
 
 def finding(
@@ -50,22 +47,221 @@ def finding(
 
 
 def findings_digest(findings: list[Finding]) -> str:
+    """SHA-256 of the RFC 8785 form of the findings, in their order (what a recorded decision keeps)."""
     return digest([f.model_dump() for f in findings])
 
 
+def _identity(f: Finding) -> tuple[str | None, ...]:
+    return (f.code, f.obligation_id, f.check_id, f.task_id, f.detail, f.remediation_hint)
+
+
 def sort_findings(findings: list[Finding]) -> list[Finding]:
-    unique = {digest(f.model_dump()): f for f in findings}
+    """Each finding once (equal in every field), sorted by (code, obligation, check, task, detail)."""
+    unique = {_identity(f): f for f in findings}
     return sorted(
         unique.values(),
         key=lambda f: (f.code, f.obligation_id or "", f.check_id or "", f.task_id or "", f.detail),
     )
 
 
-def _trust_at(evidence: dict[str, Any], project: ProjectState, as_of: str) -> str:
-    """A principal revoked as compromised makes its evidence untrusted from the revocation on."""
-    if evidence["trust"] == "verified" and project.compromised_since(evidence["publisher"]["id"], as_of):
-        return "untrusted"
-    return str(evidence["trust"])
+class Judge:
+    """Rule 7 for the (check, obligation) pairs of one decision, on one candidate and project state at one
+    instant. What every pair would otherwise look up again is looked up once: the policies in force, the
+    principals revoked as compromised, the instant, and the candidate's evidence grouped by (check,
+    obligation) (`CandidateState.evidence_index`, built once per state). Each pair then walks only its own
+    evidence, in place, and builds findings only when there are some: a decision costs time in proportion to
+    its checks and evidence."""
+
+    __slots__ = ("state", "project", "as_of", "_at_utc", "_policies", "_compromised", "_evidence", "_binds")
+
+    def __init__(self, state: CandidateState, project: ProjectState, as_of: str) -> None:
+        self.state, self.project, self.as_of = state, project, as_of
+        self._at_utc = utc_naive(as_of)
+        self._policies: dict[str, tuple[int, Policy] | None] = {}
+        self._compromised = project.compromised(as_of)
+        self._evidence = state.evidence_index()
+        candidate = state.candidate
+        self._binds = (candidate["subject"], candidate["revision"], candidate["environment"])
+
+    def policy(self, policy_id: str) -> tuple[int, Policy] | None:
+        if policy_id not in self._policies:
+            self._policies[policy_id] = self.project.policy(policy_id, self.as_of)
+        return self._policies[policy_id]
+
+    def trust(self, evidence: dict[str, Any]) -> str:
+        """A principal revoked as compromised makes its evidence untrusted from the revocation on."""
+        if evidence["trust"] == "verified" and self._compromised.get(evidence["publisher"]["id"]):
+            return "untrusted"
+        return str(evidence["trust"])
+
+    def _newest(
+        self, check: dict[str, Any], obligation: dict[str, Any], obligation_id: str, version: int
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """(whether any of the check's evidence for the obligation is bound at write time to the policy
+        version in force, the newest such evidence that may decide: verified, its publisher not revoked as
+        compromised, bound to this candidate's subject, revision and environment, its scope covering the
+        obligation's). Rule 10's order: observed, recorded, arrival."""
+        policy_id = check["policy_ref"]
+        bound = False
+        newest = None
+        for e in self._evidence.get((check["check_id"], obligation_id), ()):
+            binding = e["binding"]
+            if binding["policy_id"] != policy_id or binding["policy_version"] != version:
+                continue
+            bound = True
+            if (
+                e["trust"] == "verified"
+                and not self._compromised.get(e["publisher"]["id"])
+                and (e["subject"], e["revision"], e["environment"]) == self._binds
+                and scope_covers(e["scope"], obligation["scope"])
+                and (
+                    newest is None
+                    or (e["observed_at"], e["recorded_at"], e["_seq"])
+                    > (newest["observed_at"], newest["recorded_at"], newest["_seq"])
+                )
+            ):
+                newest = e
+        return bound, newest
+
+    def deciding(self, check: dict[str, Any], obligation_id: str) -> dict[str, Any] | None:
+        """The evidence that decides the (check, obligation), if any."""
+        entry = self.policy(check["policy_ref"])
+        obligation = self.state.obligations.get(obligation_id)
+        if entry is None or obligation is None:
+            return None
+        return self._newest(check, obligation, obligation_id, entry[0])[1]
+
+    def findings(
+        self, check: dict[str, Any], obligation_id: str, task_id: str | None = None
+    ) -> list[Finding]:
+        """[] when the (check, obligation) is satisfied, else why not (placed at the task, when given)."""
+        policy_id = check["policy_ref"]
+        entry = self._policies[policy_id] if policy_id in self._policies else self.policy(policy_id)
+        obligation = self.state.obligations.get(obligation_id)
+        if entry is None or obligation is None:
+            return [
+                finding(
+                    "EVIDENCE_MISSING",
+                    "the check's policy or obligation is unknown at this instant",
+                    **_where(check, obligation_id, task_id),
+                )
+            ]
+        version, policy = entry
+        bound, e = self._newest(check, obligation, obligation_id, version)
+        if e is None:
+            return self._unbound(bound, check, obligation_id, task_id, entry)
+        if e["outcome"] == "pass":
+            age = (self._at_utc - utc_naive(min(e["observed_at"], e["recorded_at"]))).total_seconds()
+            if 0 <= age < policy.max_evidence_age_seconds and (
+                policy.min_tests < 1 or (e["kind"] == "junit" and e["counts"]["tests"] >= policy.min_tests)
+            ):
+                return []
+        return self._judge_newest(e, policy, check, obligation_id, task_id)
+
+    def _unbound(
+        self,
+        bound: bool,
+        check: dict[str, Any],
+        obligation_id: str,
+        task_id: str | None,
+        entry: tuple[int, Policy],
+    ) -> list[Finding]:
+        """No evidence decides: the trust and binding problems of what was bound, else EVIDENCE_MISSING."""
+        where = _where(check, obligation_id, task_id)
+        version, policy = entry
+        hint = policy.remediation_hint or None
+        if not bound:
+            return [
+                finding(
+                    "EVIDENCE_MISSING",
+                    f"no evidence for check {check['check_id']} under policy "
+                    f"{check['policy_ref']} v{version}",
+                    remediation_hint=hint,
+                    **where,
+                )
+            ]
+        obligation = self.state.obligations[obligation_id]
+        out: list[Finding] = []
+        for e in self._evidence.get((check["check_id"], obligation_id), ()):
+            if e["binding"]["policy_id"] != check["policy_ref"] or e["binding"]["policy_version"] != version:
+                continue
+            trust = self.trust(e)
+            if trust in TRUST_FINDING:
+                out.append(
+                    finding(
+                        TRUST_FINDING[trust],
+                        f"evidence {e['evidence_id']} is {trust}: its publisher "
+                        f"{e['publisher']['id']} is not a trusted ci publisher of {check['policy_ref']}",
+                        remediation_hint=hint,
+                        **where,
+                    )
+                )
+            for code in _binding_problems(e, self.state, obligation):
+                out.append(
+                    finding(
+                        code,
+                        f"evidence {e['evidence_id']} is not bound to this candidate's "
+                        f"{code.removeprefix('EVIDENCE_WRONG_').lower()}",
+                        remediation_hint=hint,
+                        **where,
+                    )
+                )
+        return out
+
+    def _judge_newest(
+        self,
+        e: dict[str, Any],
+        policy: Policy,
+        check: dict[str, Any],
+        obligation_id: str,
+        task_id: str | None,
+    ) -> list[Finding]:
+        """Why the deciding evidence does not satisfy: failed, proves nothing, stale, or too few tests."""
+        where = _where(check, obligation_id, task_id)
+        hint = policy.remediation_hint or None
+        label = f"evidence {e['evidence_id']}"
+        if e["outcome"] == "fail":
+            return [
+                finding(
+                    "EVIDENCE_NEGATIVE",
+                    f"{label} failed: {policy.fail_message or 'the check failed'}",
+                    remediation_hint=hint,
+                    **where,
+                )
+            ]
+        if e["outcome"] != "pass":
+            return [
+                finding(
+                    "EVIDENCE_UNKNOWN",
+                    f"{label} proves nothing: no test was executed",
+                    remediation_hint=hint,
+                    **where,
+                )
+            ]
+        age = (self._at_utc - utc_naive(min(e["observed_at"], e["recorded_at"]))).total_seconds()
+        if not 0 <= age < policy.max_evidence_age_seconds:
+            return [
+                finding(
+                    "EVIDENCE_STALE",
+                    f"{label} is {age:.0f} s old; the policy accepts under "
+                    f"{policy.max_evidence_age_seconds} s",
+                    remediation_hint=hint,
+                    **where,
+                )
+            ]
+        return [
+            finding(
+                "EVIDENCE_TOO_FEW_TESTS",
+                f"{label} executed {e['counts']['tests']} tests; the policy "
+                f"needs a JUnit report with at least {policy.min_tests}",
+                remediation_hint=hint,
+                **where,
+            )
+        ]
+
+
+def _where(check: dict[str, Any], obligation_id: str, task_id: str | None) -> dict[str, Any]:
+    return {"obligation_id": obligation_id, "check_id": str(check["check_id"]), "task_id": task_id}
 
 
 def _binding_problems(
@@ -82,114 +278,6 @@ def _binding_problems(
     if not scope_covers(evidence["scope"], obligation["scope"]):
         problems.append("EVIDENCE_WRONG_SCOPE")
     return problems
-
-
-def check_findings(
-    state: CandidateState, project: ProjectState, check: dict[str, Any], obligation_id: str, as_of: str
-) -> list[Finding]:
-    """Rule 7 for one (check, obligation): [] when satisfied, else why not."""
-    where = {"obligation_id": obligation_id, "check_id": str(check["check_id"])}
-    policy_entry = project.policy(check["policy_ref"], as_of)
-    obligation = state.obligations.get(obligation_id)
-    if policy_entry is None or obligation is None:
-        return [
-            finding(
-                "EVIDENCE_MISSING", "the check's policy or obligation is unknown at this instant", **where
-            )
-        ]
-    version, policy = policy_entry
-    hint = policy.remediation_hint or None
-    bound = [
-        e
-        for e in state.evidence_for(check["check_id"], obligation_id)
-        if e["binding"]["policy_id"] == check["policy_ref"] and e["binding"]["policy_version"] == version
-    ]
-    deciding = [
-        e
-        for e in bound
-        if _trust_at(e, project, as_of) == "verified" and not _binding_problems(e, state, obligation)
-    ]
-    if deciding:
-        newest = max(deciding, key=lambda e: (e["observed_at"], e["recorded_at"], e["_seq"]))
-        return _judge_newest(newest, policy, as_of, where, hint)
-    if not bound:
-        return [
-            finding(
-                "EVIDENCE_MISSING",
-                f"no evidence for check {check['check_id']} under policy {check['policy_ref']} v{version}",
-                remediation_hint=hint,
-                **where,
-            )
-        ]
-    out: list[Finding] = []
-    for e in bound:
-        trust = _trust_at(e, project, as_of)
-        if trust in TRUST_FINDING:
-            out.append(
-                finding(
-                    TRUST_FINDING[trust],
-                    f"evidence {e['evidence_id']} is {trust}: its publisher "
-                    f"{e['publisher']['id']} is not a trusted ci publisher of {check['policy_ref']}",
-                    remediation_hint=hint,
-                    **where,
-                )
-            )
-        for code in _binding_problems(e, state, obligation):
-            out.append(
-                finding(
-                    code,
-                    f"evidence {e['evidence_id']} is not bound to this candidate's "
-                    f"{code.removeprefix('EVIDENCE_WRONG_').lower()}",
-                    remediation_hint=hint,
-                    **where,
-                )
-            )
-    return out
-
-
-def _judge_newest(
-    e: dict[str, Any], policy: Policy, as_of: str, where: dict[str, str], hint: str | None
-) -> list[Finding]:
-    label = f"evidence {e['evidence_id']}"
-    if e["outcome"] == "fail":
-        return [
-            finding(
-                "EVIDENCE_NEGATIVE",
-                f"{label} failed: {policy.fail_message or 'the check failed'}",
-                remediation_hint=hint,
-                **where,
-            )
-        ]
-    if e["outcome"] != "pass":
-        return [
-            finding(
-                "EVIDENCE_UNKNOWN",
-                f"{label} proves nothing: no test was executed",
-                remediation_hint=hint,
-                **where,
-            )
-        ]
-    age = (parse_time(as_of) - parse_time(min(e["observed_at"], e["recorded_at"]))).total_seconds()
-    if not 0 <= age < policy.max_evidence_age_seconds:
-        return [
-            finding(
-                "EVIDENCE_STALE",
-                f"{label} is {age:.0f} s old; the policy accepts under {policy.max_evidence_age_seconds} s",
-                remediation_hint=hint,
-                **where,
-            )
-        ]
-    if policy.min_tests >= 1 and (e["kind"] != "junit" or e["counts"]["tests"] < policy.min_tests):
-        return [
-            finding(
-                "EVIDENCE_TOO_FEW_TESTS",
-                f"{label} executed {e['counts']['tests']} tests; the policy "
-                f"needs a JUnit report with at least {policy.min_tests}",
-                remediation_hint=hint,
-                **where,
-            )
-        ]
-    return []
 
 
 class Decision(BaseModel):
@@ -221,6 +309,73 @@ def hold(findings: list[Finding], as_of: str, facts_digest: str) -> Decision:
     )
 
 
+_REVIEW_DETAIL = {
+    "REVIEW_REJECTED": "a reviewer rejected the current plan digest; amend the plan to go on",
+    "REVIEW_EXPIRED": "the approval of the current plan digest has expired",
+    "REVIEW_STALE": "the approval names an older plan digest",
+}
+
+
+def _task_finding(reports: list[dict[str, Any]] | None, task_id: str, settled: bool | None) -> Finding | None:
+    """Rules 19 to 22 for one task of the current plan: its newest report under the plan's digest, and its
+    settlement where the project requires one (settled None: not required)."""
+    if not reports:
+        return finding("TASK_NOT_REPORTED", "no report for this task under the current plan", task_id=task_id)
+    report = reports[-1]
+    if report["recorded_status"] == "blocked":
+        return finding(
+            "TASK_BLOCKED",
+            f"blocked: {report.get('blocked_reason') or ''}; a human amendment of the plan is needed",
+            task_id=task_id,
+        )
+    if not report["passes"]:
+        return finding("TASK_FAILED", f"attempt {report['attempt']} did not pass", task_id=task_id)
+    if settled is False:
+        return finding("TASK_NOT_SETTLED", "the project requires a reviewer's settlement", task_id=task_id)
+    return None
+
+
+def _plan_findings(
+    state: CandidateState, project: ProjectState, config: ProjectConfig, as_of: str
+) -> list[Finding]:
+    """Every check of the current plan against its evidence (rule 7), every task against its reports, and
+    every obligation no check covers."""
+    plan = state.plan
+    assert plan is not None
+    digest_now = plan["plan_digest"]
+    findings: list[Finding] = []
+    covered: set[str] = set()
+    judge = Judge(state, project, as_of)
+    reports = state.reports_index()
+    settled = (
+        {s["task_id"] for s in state.settlements if s["plan_digest"] == digest_now}
+        if config.settlement_required
+        else None
+    )
+    for task in plan["plan"]["tasks"]:
+        task_id = task["task_id"]
+        for check in task["checks"]:
+            for obligation_id in check["covers"]:
+                covered.add(obligation_id)
+                found = judge.findings(check, obligation_id, task_id)
+                if found:
+                    findings += found
+        task_problem = _task_finding(
+            reports.get((digest_now, task_id)), task_id, None if settled is None else task_id in settled
+        )
+        if task_problem is not None:
+            findings.append(task_problem)
+    for obligation_id in sorted(set(state.obligations) - covered):
+        findings.append(
+            finding(
+                "EVIDENCE_MISSING",
+                "an obligation added after the plan is covered by no check: amend the plan",
+                obligation_id=obligation_id,
+            )
+        )
+    return findings
+
+
 def decide(
     state: CandidateState, project: ProjectState, as_of: str, extra_findings: list[Finding] | None = None
 ) -> Decision:
@@ -235,8 +390,7 @@ def decide(
         findings.append(
             finding("CHANGE_CONTEXT_UNVERIFIED", "no change context was attested by a trusted ci publisher")
         )
-    plan = state.plan
-    if plan is None:
+    if state.plan is None:
         findings.append(finding("PLAN_MISSING", "no work plan was stored for this candidate"))
     elif config is None:
         findings.append(finding("STATE_UNAVAILABLE", "the project has no configuration"))
@@ -246,66 +400,11 @@ def decide(
             findings.append(
                 finding(
                     code,
-                    {
-                        "REVIEW_REJECTED": "a reviewer rejected the current plan digest; amend the plan to "
-                        "go on",
-                        "REVIEW_EXPIRED": "the approval of the current plan digest has expired",
-                        "REVIEW_STALE": "the approval names an older plan digest",
-                        "REVIEW_MISSING": f"the current plan digest needs {config.approvals_required} valid "
-                        "approval(s)",
-                    }[code],
+                    _REVIEW_DETAIL.get(code)
+                    or f"the current plan digest needs {config.approvals_required} valid approval(s)",
                 )
             )
-        digest_now = plan["plan_digest"]
-        covered: set[str] = set()
-        for task in plan["plan"]["tasks"]:
-            for check in task["checks"]:
-                for obligation_id in check["covers"]:
-                    covered.add(obligation_id)
-                    for f in check_findings(state, project, check, obligation_id, as_of):
-                        findings.append(f.where(task["task_id"]))
-            reports = state.reports_for(digest_now, task["task_id"])
-            if not reports:
-                findings.append(
-                    finding(
-                        "TASK_NOT_REPORTED",
-                        "no report for this task under the current plan",
-                        task_id=task["task_id"],
-                    )
-                )
-            elif reports[-1]["recorded_status"] == "blocked":
-                findings.append(
-                    finding(
-                        "TASK_BLOCKED",
-                        f"blocked: {reports[-1].get('blocked_reason') or ''}; "
-                        "a human amendment of the plan is needed",
-                        task_id=task["task_id"],
-                    )
-                )
-            elif not reports[-1]["passes"]:
-                findings.append(
-                    finding(
-                        "TASK_FAILED",
-                        f"attempt {reports[-1]['attempt']} did not pass",
-                        task_id=task["task_id"],
-                    )
-                )
-            elif config.settlement_required and not state.task_settled(digest_now, task["task_id"]):
-                findings.append(
-                    finding(
-                        "TASK_NOT_SETTLED",
-                        "the project requires a reviewer's settlement",
-                        task_id=task["task_id"],
-                    )
-                )
-        for obligation_id in sorted(set(state.obligations) - covered):
-            findings.append(
-                finding(
-                    "EVIDENCE_MISSING",
-                    "an obligation added after the plan is covered by no check: amend the plan",
-                    obligation_id=obligation_id,
-                )
-            )
+        findings += _plan_findings(state, project, config, as_of)
     findings = sort_findings(findings)
     facts_digest = digest(
         {

@@ -1,9 +1,13 @@
 """Reading a JUnit XML report into counts and an outcome (DOMAIN.md rule 8).
 
-Pure: no I/O, no clock. Imports only the standard library and defusedxml.
+Pure: no I/O, no clock. Imports only the standard library.
 
-The report is read as a stream of start/end events (no element tree is built), so the depth limit is
-enforced while reading and a large report costs little memory. Counts come from the ``<testcase>``
+The report is streamed through the standard library's expat parser with one handler per start and end tag
+(no element tree is built, no character data is handed to Python), so the depth limit is enforced while
+reading and a large report costs little memory and time. What defusedxml would refuse is refused by handlers
+set on the same parser: any document type declaration at its first token (so no entity can be declared,
+expanded or fetched), any entity declaration and any external reference; expat itself refuses an undefined
+entity reference when there is no DTD. Counts come from the ``<testcase>``
 elements only; summary attributes such as ``tests=`` or ``failures=`` on a suite are never read.
 
 How a test case is classified (each outermost ``<testcase>`` counts exactly once):
@@ -39,11 +43,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from xml.etree.ElementTree import ParseError
-from xml.parsers.expat import ExpatError
-
-from defusedxml import DefusedXmlException, DTDForbidden, EntitiesForbidden, ExternalReferenceForbidden
-from defusedxml.ElementTree import DefusedXMLParser
+from xml.parsers import expat
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "JUnitSummary", "JUnitTooLarge", "MalformedJUnit", "parse_junit"]
 
@@ -71,6 +71,7 @@ _SAME_MARKUP_ENCODINGS = frozenset(
     | {f"cp{n}" for n in range(1250, 1259)}
 )
 _DECLARED_ENCODING = re.compile(r"""\ufeff?<\?xml[^>]*?\sencoding\s*=\s*["']([^"']*)["']""")
+
 _FAILED_WORDS = frozenset({"fail", "failed", "failure"})
 _ERRORED_WORDS = frozenset({"error", "errored"})
 _NOT_RUN_WORDS = frozenset(
@@ -88,10 +89,12 @@ _NOT_RUN_WORDS = frozenset(
     }
 )
 
-# Bits recorded for the test case being read.
+# Bits recorded for the test case being read, and what an element is (_kind).
 _FAILED = 1
 _ERRORED = 2
 _SKIPPED = 4
+_MARKS = _FAILED | _ERRORED | _SKIPPED
+_CASE = 8
 
 
 @dataclass(frozen=True)
@@ -111,100 +114,133 @@ class JUnitTooLarge(MalformedJUnit):
     """The report is larger than MAX_BYTES (413 PAYLOAD_TOO_LARGE)."""
 
 
-def _local(tag: str) -> str:
-    # ElementTree's parser reports a namespaced name as "{uri}local".
-    return tag.rpartition("}")[2]
+def _kind(tag: str) -> int:
+    """What an element is, by its local name: a test case, a failure, error or skip marker, or nothing."""
+    name = tag.rpartition("}")[2]  # with a namespace, expat reports "uri}local"
+    if name == "testcase":
+        return _CASE
+    lowered = name.lower()
+    if lowered in _FAILURE_MARKS:
+        return _FAILED
+    if lowered in _ERROR_MARKS:
+        return _ERRORED
+    if lowered == "skipped":
+        return _SKIPPED
+    return 0
 
 
-class _Counter:
-    """A parser target that counts as the elements stream past. It never keeps an element."""
+def _case_marks(attributes: list[str]) -> int:
+    """A case's own status or result attribute can only make it worse. `attributes` is expat's ordered
+    form: name, value, name, value..."""
+    marks = 0
+    named = dict(zip(attributes[::2], attributes[1::2], strict=True))
+    for attribute in ("status", "result"):
+        word = named.get(attribute, "").strip().lower()
+        if word in _FAILED_WORDS:
+            marks |= _FAILED
+        elif word in _ERRORED_WORDS:
+            marks |= _ERRORED
+        elif word in _NOT_RUN_WORDS:
+            marks |= _SKIPPED
+    return marks
 
-    def __init__(self) -> None:
-        self.depth = 0
-        self.case_depth = 0  # depth of the open outermost <testcase>, 0 when none is open
-        self.case_marks = 0
-        self.passed = 0
-        self.failed = 0
-        self.errored = 0
-        self.skipped = 0
-        self.suite_failures = 0
-        self.suite_errors = 0
-        self.seen_root = False
 
-    def start(self, tag: str, attrib: dict[str, str]) -> None:
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
+def _check_root(tag: str) -> None:
+    name = tag.rpartition("}")[2]
+    if name not in _ROOTS:
+        raise MalformedJUnit(
+            f"JUnit XML must have <testsuites> or <testsuite> as its root element, not <{name}>"
+        )
+
+
+def _refuse_dtd(*_args: object) -> None:
+    raise MalformedJUnit(
+        "JUnit XML must not contain a document type declaration (<!DOCTYPE ...>); DTDs are refused"
+    )
+
+
+def _refuse_entities(*_args: object) -> None:
+    raise MalformedJUnit("JUnit XML must not declare entities (<!ENTITY ...>)")
+
+
+def _refuse_external(*_args: object) -> int:  # expat's handler returns an int; this one never returns
+    raise MalformedJUnit("JUnit XML must not refer to external entities")
+
+
+def _count(data: bytes, case_words: bool) -> tuple[JUnitSummary, bool]:
+    """Stream the report through expat, counting as the elements go past; no element is kept.
+
+    The handlers are closures over local counters: one Python call per start tag and one per end tag is
+    all the work a report costs beyond expat itself (no character data handler: expat refuses an undefined
+    entity on its own when there is no DTD, and any DTD is refused at its first token)."""
+    depth = case_depth = case_marks = 0
+    cases = failed = errored = skipped = suite_failures = suite_errors = 0
+    kinds: dict[str, int] = {}
+
+    def start(tag: str, attributes: list[str]) -> None:
+        nonlocal depth, case_depth, case_marks, cases, suite_failures, suite_errors
+        depth += 1
+        if depth > MAX_DEPTH:
             raise MalformedJUnit(
                 f"JUnit XML nests elements more than {MAX_DEPTH} levels deep; refusing to read it"
             )
-        name = _local(tag)
-        if self.depth == 1:
-            self.seen_root = True
-            if name not in _ROOTS:
-                raise MalformedJUnit(
-                    f"JUnit XML must have <testsuites> or <testsuite> as its root element, not <{name}>"
-                )
-            return
-        lowered = name.lower()
-        if self.case_depth:
-            if lowered in _FAILURE_MARKS:
-                self.case_marks |= _FAILED
-            elif lowered in _ERROR_MARKS:
-                self.case_marks |= _ERRORED
-            elif lowered == "skipped":
-                self.case_marks |= _SKIPPED
-            # flakyFailure / flakyError: failed, then passed on rerun. Nothing to record.
-        elif name == "testcase":
-            self.case_depth = self.depth
-            self.case_marks = 0
-            for attribute in ("status", "result"):
-                word = attrib.get(attribute, "").strip().lower()
-                if word in _FAILED_WORDS:
-                    self.case_marks |= _FAILED
-                elif word in _ERRORED_WORDS:
-                    self.case_marks |= _ERRORED
-                elif word in _NOT_RUN_WORDS:
-                    self.case_marks |= _SKIPPED
-        elif lowered in _FAILURE_MARKS:
-            self.suite_failures += 1
-        elif lowered in _ERROR_MARKS:
-            self.suite_errors += 1
+        try:
+            kind = kinds[tag]
+        except KeyError:
+            kind = kinds[tag] = _kind(tag)
+            if depth == 1:  # the first element is the root, and its name the first seen
+                _check_root(tag)
+        if case_depth:
+            case_marks |= kind & _MARKS  # a <testcase> inside a case is folded into it
+        elif kind == _CASE:
+            cases += 1
+            case_depth = depth
+            # A scan in C rules out a case without either attribute (a value spelled "status" only sends it
+            # the long way round); on the first reading no case is looked at (see parse_junit).
+            case_marks = (
+                _case_marks(attributes)
+                if case_words and ("status" in attributes or "result" in attributes)
+                else 0
+            )
+        elif kind == _FAILED:
+            suite_failures += 1
+        elif kind == _ERRORED:
+            suite_errors += 1
 
-    def end(self, tag: str) -> None:
-        if self.depth == self.case_depth:
-            marks = self.case_marks
-            if marks & _FAILED:
-                self.failed += 1
-            elif marks & _ERRORED:
-                self.errored += 1
-            elif marks & _SKIPPED:
-                self.skipped += 1
-            else:
-                self.passed += 1
-            self.case_depth = 0
-        self.depth -= 1
+    def end(_tag: str) -> None:
+        nonlocal depth, case_depth, failed, errored, skipped
+        if depth == case_depth:
+            if case_marks:
+                if case_marks & _FAILED:
+                    failed += 1
+                elif case_marks & _ERRORED:
+                    errored += 1
+                else:
+                    skipped += 1
+            case_depth = 0
+        depth -= 1
 
-    def data(self, text: str) -> None:
-        # Present on purpose: without a data handler ElementTree's parser would silently drop an
-        # undefined entity reference instead of reporting it.
-        pass
-
-    def close(self) -> None:
-        return None
-
-    def summary(self) -> JUnitSummary:
-        failures = self.failed + self.suite_failures
-        errors = self.errored + self.suite_errors
-        tests = self.passed + self.failed + self.errored
-        if failures or errors:
-            outcome = FAIL
-        elif tests == 0:
-            outcome = UNKNOWN
-        else:
-            outcome = PASS
-        return JUnitSummary(
-            tests=tests, failures=failures, errors=errors, skipped=self.skipped, outcome=outcome
-        )
+    parser = expat.ParserCreate("utf-8", "}")  # the declared encoding is overridden: the text is UTF-8
+    parser.ordered_attributes = True  # a list per tag is cheaper to build than a dict
+    parser.StartDoctypeDeclHandler = _refuse_dtd
+    parser.EntityDeclHandler = _refuse_entities
+    parser.UnparsedEntityDeclHandler = _refuse_entities
+    parser.ExternalEntityRefHandler = _refuse_external
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    try:
+        parser.Parse(data, True)
+    except expat.ExpatError as exc:
+        raise MalformedJUnit(f"JUnit XML is not well-formed: {exc}") from None
+    # expat interns every element and attribute name it met: a report that never names `status` or
+    # `result` has no case whose own status could make it worse.
+    named = "status" in parser.intern or "result" in parser.intern
+    failures = failed + suite_failures
+    errors = errored + suite_errors
+    tests = cases - skipped
+    outcome = FAIL if failures or errors else UNKNOWN if tests == 0 else PASS
+    summary = JUnitSummary(tests=tests, failures=failures, errors=errors, skipped=skipped, outcome=outcome)
+    return summary, named
 
 
 def parse_junit(xml_text: str) -> JUnitSummary:
@@ -221,16 +257,18 @@ def parse_junit(xml_text: str) -> JUnitSummary:
     """
     if not isinstance(xml_text, str):
         raise MalformedJUnit(f"JUnit XML must be text, not {type(xml_text).__name__}")
-    if not xml_text.strip():
+    if not xml_text or xml_text.isspace():
         raise MalformedJUnit("JUnit XML is empty")
-    if "\x00" in xml_text:
-        raise MalformedJUnit("JUnit XML contains a NUL character, which XML does not allow")
     try:
         data = xml_text.encode("utf-8")
     except UnicodeEncodeError as exc:
+        if "\x00" in xml_text:
+            raise MalformedJUnit("JUnit XML contains a NUL character, which XML does not allow") from None
         raise MalformedJUnit(
             f"JUnit XML contains a character that is not valid Unicode text at position {exc.start}"
         ) from None
+    if b"\x00" in data:  # searched in the bytes: a byte search is the fast one
+        raise MalformedJUnit("JUnit XML contains a NUL character, which XML does not allow")
     if len(data) > MAX_BYTES:
         raise JUnitTooLarge(f"JUnit XML is {len(data)} bytes; at most {MAX_BYTES} are read")
     declared = _DECLARED_ENCODING.match(xml_text[:512])
@@ -243,31 +281,7 @@ def parse_junit(xml_text: str) -> JUnitSummary:
                 "nothing"
             )
 
-    counter = _Counter()
-    parser = DefusedXMLParser(
-        target=counter,
-        encoding="utf-8",
-        forbid_dtd=True,
-        forbid_entities=True,
-        forbid_external=True,
-    )
-    try:
-        parser.feed(data)
-        parser.close()
-    except MalformedJUnit:
-        raise
-    except DTDForbidden:
-        raise MalformedJUnit(
-            "JUnit XML must not contain a document type declaration (<!DOCTYPE ...>); DTDs are refused"
-        ) from None
-    except EntitiesForbidden:
-        raise MalformedJUnit("JUnit XML must not declare entities (<!ENTITY ...>)") from None
-    except ExternalReferenceForbidden:
-        raise MalformedJUnit("JUnit XML must not refer to external entities") from None
-    except DefusedXmlException as exc:
-        raise MalformedJUnit(f"JUnit XML uses a forbidden XML feature: {exc}") from None
-    except (ParseError, ExpatError) as exc:
-        raise MalformedJUnit(f"JUnit XML is not well-formed: {exc}") from None
-    if not counter.seen_root:  # pragma: no cover - expat reports "no element found" first
-        raise MalformedJUnit("JUnit XML has no root element")
-    return counter.summary()
+    # Most reports name neither `status` nor `result`: read without looking at any case's attributes, and
+    # read again, looking, only when expat met either name.
+    summary, named = _count(data, case_words=False)
+    return _count(data, case_words=True)[0] if named else summary

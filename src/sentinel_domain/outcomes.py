@@ -151,6 +151,41 @@ class TaskProgress(Outcome):
     settled: bool
 
 
+class ReliedOn(Outcome):
+    """The principals a recorded decision relied on (DOMAIN.md rule 26), as they stood at its instant."""
+
+    approvers: list[str] = Field(description="reviewers whose approval of the current plan was valid")
+    attesters: list[str] = Field(description="ci publishers whose change context was attested")
+    publishers: list[str] = Field(description="publishers of the evidence that decided each check")
+
+
+class RecordedDecision(Outcome):
+    """A decision recorded on the candidate's chain, read back. Its fact keeps digests, not findings: the
+    findings are recomputed from the facts as of the position it was decided at (`findings_recomputed`) and
+    their digest checked against the recorded one (`findings_digest_matches`; on a mismatch a STATE_TAMPERED
+    finding is added). A decision recorded before facts were bounded shows its stored findings."""
+
+    seq: int = Field(description="the chain position of the decision.recorded fact")
+    decision: Literal["ready", "hold"]
+    as_of: str
+    decided_at_seq: int = Field(description="the candidate chain's position it was judged at")
+    project_seq: int | None = Field(description="the project chain's position it was judged with")
+    plan_digest: str | None
+    revision: str
+    facts_digest: str
+    findings: list[Finding]
+    findings_recomputed: bool = Field(description="findings recomputed from the facts, not stored")
+    findings_digest: str
+    findings_digest_matches: bool | None = Field(
+        description="the recomputed findings (and facts digest) equal the recorded digests; null when not "
+        "recomputed"
+    )
+    finding_counts: dict[str, int]
+    relied_on: ReliedOn | None
+    actor: ActorRef
+    recorded_at: str
+
+
 class CandidateView(Outcome):
     """The candidate's whole state; `plan_digest` is what an amendment's If-Match must name."""
 
@@ -171,7 +206,7 @@ class CandidateView(Outcome):
     evidence: list[dict[str, Any]]
     tasks: list[TaskProgress]
     executions: list[dict[str, Any]]
-    last_decision: dict[str, Any] | None
+    last_decision: RecordedDecision | None
     seq: int
 
 

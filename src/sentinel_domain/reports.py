@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from .decision import Finding, check_findings, finding, sort_findings
+from .decision import Finding, Judge, finding, sort_findings
 from .errors import Refusal
 from .models import Actor, ReportRequest
 from .state import CandidateState, ProjectState
@@ -90,8 +90,8 @@ class ReportWriter:
                         task_id=task["task_id"],
                     )
                 )
+        judge = Judge(state, project, now)
         for check in task["checks"]:
             for obligation_id in check["covers"]:
-                for f in check_findings(state, project, check, obligation_id, now):
-                    findings.append(f.where(task["task_id"]))
+                findings += judge.findings(check, obligation_id, task["task_id"])
         return sort_findings(findings)

@@ -85,14 +85,18 @@ class ProjectState:
                 out[f["policy_id"]] = (int(f["version"]), Policy.model_validate(f["policy"]))
         return out
 
-    def compromised_since(self, principal_id: str, as_of: str | None = None) -> str | None:
+    def compromised(self, as_of: str | None = None) -> dict[str, str]:
+        """Principal id -> when it was first revoked as compromised, for the revocations visible at as_of."""
         if as_of not in self._revoked_memo:
             revoked: dict[str, str] = {}
             for f in self.visible(as_of):
                 if f["type"] == "principal.revoked" and f.get("compromised"):
                     revoked.setdefault(f["principal_id"], str(f["recorded_at"]))
             self._revoked_memo[as_of] = revoked
-        return self._revoked_memo[as_of].get(principal_id)
+        return self._revoked_memo[as_of]
+
+    def compromised_since(self, principal_id: str, as_of: str | None = None) -> str | None:
+        return self.compromised(as_of).get(principal_id)
 
 
 @dataclass
@@ -158,23 +162,34 @@ class CandidateState:
     def scope(self) -> list[str]:
         return sorted({o["scope"] for o in self.obligations.values()})
 
-    def reports_for(self, digest: str, task_id: str) -> list[dict[str, Any]]:
+    def reports_index(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """(plan digest, task) -> its reports in chain order; built once per state (read, never change)."""
         if "reports" not in self._index:
             grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
             for r in self.reports:
                 grouped.setdefault((r["plan_digest"], r["task_id"]), []).append(r)
             self._index["reports"] = grouped
-        return list(self._index["reports"].get((digest, task_id), []))
+        index: dict[tuple[str, str], list[dict[str, Any]]] = self._index["reports"]
+        return index
 
-    def evidence_for(self, check_id: str, obligation_id: str) -> list[dict[str, Any]]:
-        """Evidence written for a check and bound to an obligation, in arrival order."""
+    def reports_for(self, digest: str, task_id: str) -> list[dict[str, Any]]:
+        return list(self.reports_index().get((digest, task_id), []))
+
+    def evidence_index(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """(check, obligation) -> the evidence written for the check and bound to the obligation, in arrival
+        order; built once per state (read it, never change it)."""
         if "evidence" not in self._index:
             grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
             for e in self.evidence:
                 for o in e["binding"]["obligation_ids"]:
                     grouped.setdefault((e["check_id"], o), []).append(e)
             self._index["evidence"] = grouped
-        return list(self._index["evidence"].get((check_id, obligation_id), []))
+        index: dict[tuple[str, str], list[dict[str, Any]]] = self._index["evidence"]
+        return index
+
+    def evidence_for(self, check_id: str, obligation_id: str) -> list[dict[str, Any]]:
+        """Evidence written for a check and bound to an obligation, in arrival order."""
+        return list(self.evidence_index().get((check_id, obligation_id), []))
 
     def task_passes(self, digest: str, task_id: str) -> bool:
         reports = self.reports_for(digest, task_id)

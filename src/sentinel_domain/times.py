@@ -32,5 +32,19 @@ def parse_time(text: str) -> datetime:
         raise ValueError("the instant is outside the years 1970 to 9999") from error
 
 
+def utc_naive(text: str) -> datetime:
+    """The instant as a naive UTC datetime: what parse_time reads, without its offset. A stored time
+    (`format_time`'s 27 characters ending in `Z`) is read directly, several times faster; any other text goes
+    through parse_time and is refused as it refuses it."""
+    if len(text) == 27 and text[-1] == "Z":
+        try:
+            value = datetime.fromisoformat(text[:-1])
+        except ValueError:
+            value = None
+        if value is not None and value.tzinfo is None:
+            return value
+    return parse_time(text).replace(tzinfo=None)
+
+
 def plus_seconds(text: str, seconds: int) -> str:
     return format_time(parse_time(text) + timedelta(seconds=seconds))

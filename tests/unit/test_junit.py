@@ -179,6 +179,24 @@ def test_a_cases_own_status_attribute_can_only_make_it_worse(attributes, expecte
     assert parse_junit(xml) == expected
 
 
+def test_a_status_attribute_on_one_case_among_thousands_still_counts():
+    # Given a large report in which only the last case carries a failing status, spaced around its "="
+    cases = "".join(f'<testcase name="t{i}"/>' for i in range(3_000))
+    xml = f'<testsuite>{cases}<testcase name="last" status = "failed"/></testsuite>'
+    # When it is parsed, Then that case failed
+    assert parse_junit(xml) == summary(3_001, 1, 0, 0, "fail")
+
+
+def test_the_words_status_and_result_elsewhere_change_nothing():
+    # Given passing cases whose names, text and other attributes say "status" and "result"
+    xml = (
+        '<testsuite name="status"><testcase name="status=failed" classname="result"><system-out>'
+        'status="failed" result="error"</system-out></testcase><status/></testsuite>'
+    )
+    # When it is parsed, Then the case passed
+    assert parse_junit(xml) == summary(1, 0, 0, 0, "pass")
+
+
 def test_a_passing_status_never_hides_a_failure_marker():
     # Given a case that claims to have passed but carries a <failure>
     xml = '<testsuite><testcase status="passed" result="completed"><failure/></testcase></testsuite>'

@@ -17,9 +17,11 @@ from ..outcomes import (
     ChangeContext,
     ChangeContextAdded,
     Obligation,
+    RecordedDecision,
 )
 from ..ports import ClaimTaken, IdempotencyRecord, Stream, StreamRef
-from ..state import CandidateState, public
+from ..records import recorded_decision
+from ..state import CandidateState, ProjectState, public
 from .chain import (
     Chain,
     CommitRequest,
@@ -27,6 +29,7 @@ from .chain import (
     claim_key,
     full_revision,
     need,
+    state_facts,
     unavailable,
     with_fact,
 )
@@ -219,10 +222,20 @@ def find_candidates(
 def get_candidate(chain: Chain, project: str, candidate_id: str, actor: Actor) -> CandidateView:
     need(actor)
     stream, state = chain.candidate(project, candidate_id)
-    return candidate_view(state, stream.seq)
+    return candidate_view(state, stream.seq, _last_decision(chain, project, state))
 
 
-def candidate_view(state: CandidateState, seq: int) -> CandidateView:
+def _last_decision(chain: Chain, project: str, state: CandidateState) -> RecordedDecision | None:
+    """The newest recorded decision, its findings recomputed from the facts as of its position: that needs
+    the project's facts too (read, and verified, only then)."""
+    if not state.decisions:
+        return None
+    fact = state.decisions[-1]
+    project_state = chain.project(project)[1] if "findings_digest" in fact else ProjectState(project, [])
+    return recorded_decision(fact, state_facts(state), project_state)
+
+
+def candidate_view(state: CandidateState, seq: int, last_decision: RecordedDecision | None) -> CandidateView:
     c = state.candidate
     digest_ = state.plan_digest
     tasks = []
@@ -283,7 +296,7 @@ def candidate_view(state: CandidateState, seq: int) -> CandidateView:
             ],
             "tasks": tasks,
             "executions": [public(e) for e in state.executions],
-            "last_decision": public(state.decisions[-1]) if state.decisions else None,
+            "last_decision": last_decision,
             "seq": seq,
         }
     )

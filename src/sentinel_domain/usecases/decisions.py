@@ -2,13 +2,16 @@
 service clock and recorded on the candidate's chain. Once the caller's role and the candidate are
 established, nothing the gate cannot establish refuses: it is a finding, and the decision holds."""
 
+from typing import NamedTuple
+
 from ..canonical import digest
 from ..decision import Decision, Finding, decide, finding, findings_digest, hold
 from ..errors import Refusal, StoreConflict
 from ..models import Actor
 from ..outcomes import DecisionNotRecorded, DecisionRecorded, DecisionView, decision_view
 from ..ports import IdempotencyRecord, Stream, StreamRef
-from ..state import CandidateState, parse_facts
+from ..records import decision_fact
+from ..state import CandidateState, ProjectState, parse_facts
 from ..times import format_time, parse_time
 from .chain import Chain, CommitRequest, need, unavailable
 from .project_reads import ProjectCache, project_for_decision
@@ -20,6 +23,15 @@ def evaluate(
     return _evaluate(chain, project, candidate_id, actor, as_of)[0]
 
 
+class Basis(NamedTuple):
+    """What a decision was judged from, beyond the facts' own chain: what a recorded decision keeps of it."""
+
+    state: CandidateState | None  # None when a stored fact could not be read
+    project: ProjectState
+    project_seq: int
+    read_findings: list[Finding]  # the read's own findings (store, paging, tampering), not the facts'
+
+
 def _evaluate(
     chain: Chain,
     project: str,
@@ -28,7 +40,7 @@ def _evaluate(
     as_of: str | None,
     stream: Stream | None = None,
     project_cache: ProjectCache | None = None,
-) -> tuple[Decision, Stream]:
+) -> tuple[Decision, Stream, Basis]:
     """Never raises once the caller's role and the candidate are established: anything the gate
     cannot establish is a finding, and the decision holds. One read of the candidate's partition and
     one of the project's feed it (with a `project_cache`, a read of the project's HEAD while the chain
@@ -59,12 +71,14 @@ def _evaluate(
         )
     pstate, project_findings = project_for_decision(chain, project, project_cache)
     extra.extend(project_findings)
+    project_seq = max((f["_seq"] for f in pstate.facts), default=0)  # the position judged from
     try:
         state = CandidateState.from_facts(parse_facts(stream.facts), when)
-        return decide(state, pstate, when, extra), stream
+        return decide(state, pstate, when, extra), stream, Basis(state, pstate, project_seq, list(extra))
     except Exception as error:  # an unreadable fact is tampering or corruption; never a pass
+        basis = Basis(None, pstate, project_seq, list(extra))
         extra.append(finding("STATE_TAMPERED", f"a stored fact cannot be read: {type(error).__name__}"))
-        return hold(extra, when, findings_digest(extra)), stream
+        return hold(extra, when, findings_digest(extra)), stream, basis
 
 
 def decision(
@@ -102,15 +116,21 @@ def record_decision(
 
     def run(idem: IdempotencyRecord | None) -> DecisionRecorded:
         # The read that established the candidate serves the first attempt; a retry reads afresh.
-        verdict, stream = _evaluate(chain, project, candidate_id, actor, None, fresh.pop() if fresh else None)
+        verdict, stream, basis = _evaluate(
+            chain, project, candidate_id, actor, None, fresh.pop() if fresh else None
+        )
         if not stream.complete:
             raise unavailable("the candidate's chain is larger than one read may page through")
-        fact = {
-            "type": "decision.recorded",
-            **verdict.as_dict(),
-            "actor": actor.fact(),
-            "recorded_at": verdict.as_of,
-        }
+        # Digests, counts and positions, not the findings' prose: bounded whatever the findings (records.py).
+        fact = decision_fact(
+            verdict,
+            basis.state,
+            basis.project,
+            basis.read_findings,
+            stream.seq,
+            basis.project_seq,
+            actor.fact(),
+        )
         if stream.seq and stream.events and stream.events[-1]["at"] > verdict.as_of:
             raise StoreConflict()  # a write landed after our clock reading: judge again
         head = {k: v for k, v in (stream.head or {}).items() if k not in ("seq", "hash")}
