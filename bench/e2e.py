@@ -1,6 +1,7 @@
 """Part 5: the hook's decision call (GET .../decision) end to end.
 
-Over HTTP: `sentinel serve --seed` in its own process (embedded store, stage throttle off with --rate 0,
+Over HTTP: `sentinel serve --seed` in its own process (its embedded SQLite store, then moto's server as the
+baseline; stage throttle off with --rate 0,
 loopback only), a ready candidate made by the client's own flow, then a bounded number of threads, each
 with its own client, calling GET .../decision for a bounded time. Requests per second and latency
 percentiles per concurrency level.
@@ -80,13 +81,18 @@ def _load(call: Any, threads: int, seconds: float) -> dict[str, Any]:
     return row
 
 
-def over_http(levels: tuple[int, ...], seconds: float) -> dict[str, Any]:
+def over_http(levels: tuple[int, ...], seconds: float, store: str = "sqlite") -> dict[str, Any]:
     from sentinel_client.api import SentinelClient
     from sentinel_client.flow import run_ready_flow
+    from sentinel_runner.embedded import EmbeddedStore
 
+    embedded = EmbeddedStore() if store == "moto" else None
     with tempfile.TemporaryDirectory(prefix="sentinel-bench-e2e-") as tmp:
         env = dict(os.environ, SENTINEL_TOKEN_KEY_FILE=str(Path(tmp) / "token.key"))
         env.pop("AWS_LAMBDA_FUNCTION_NAME", None)
+        # The store under test: the embedded SQLite store in a data directory, or (the baseline, the local
+        # gate's store until now) moto's server on loopback with one lock around every call.
+        where = ["--dynamodb-endpoint", embedded.start()] if embedded else ["--data", str(Path(tmp) / "data")]
         process = subprocess.Popen(
             [
                 sys.executable,
@@ -96,6 +102,7 @@ def over_http(levels: tuple[int, ...], seconds: float) -> dict[str, Any]:
                 "--seed",
                 "--rate",
                 "0",
+                *where,
                 "--event-log",
                 str(Path(tmp) / "events.jsonl"),
             ],
@@ -136,6 +143,8 @@ def over_http(levels: tuple[int, ...], seconds: float) -> dict[str, Any]:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 process.kill()
+            if embedded:
+                embedded.stop()
     return {"url": "loopback", "store": banner.get("store"), "throttle": "off (--rate 0)", "rows": rows}
 
 
@@ -195,16 +204,36 @@ def run(quick: bool) -> dict[str, Any]:
     set_fake_aws()
     levels = (1, 4) if quick else LEVELS
     seconds = 1.5 if quick else SECONDS
+    http = over_http(levels, seconds, "sqlite")
+    baseline = over_http(levels[:2], seconds, "moto")
+    one = {row["threads"]: row for row in http["rows"]}.get(1, {})
+    before = {row["threads"]: row for row in baseline["rows"]}.get(1, {})
     return {
-        "http": over_http(levels, seconds),
+        "http": http,
+        "http_moto_baseline": baseline,
+        "targets": {
+            "ten_times_the_moto_store_for_one_client": {
+                "rps": one.get("rps"),
+                "baseline_rps": before.get("rps"),
+                "ratio": round(one["rps"] / before["rps"], 1)
+                if one.get("rps") and before.get("rps")
+                else None,
+                "met": bool(one.get("rps") and before.get("rps") and one["rps"] >= 10 * before["rps"]),
+            },
+            "p99_under_50_ms_for_one_client": {
+                "p99_ms": one.get("p99_ms"),
+                "met": bool(one.get("p99_ms") is not None and one["p99_ms"] < 50),
+            },
+        },
         "in_process": in_process(levels[:2], seconds),
         "bounds": {
             "seconds_per_level": seconds,
             "max_requests_per_thread": MAX_PER_THREAD,
             "levels": list(levels),
         },
-        "note": "2 cores shared by the clients, the server and its embedded store; moto's latency is not "
-        "DynamoDB's; every store call is serialised by the runner's lock",
+        "note": "2 cores shared by the clients and the server; the server is `sentinel serve` on its "
+        "embedded SQLite store, then, as the baseline, on moto's server (the local gate's store until now, "
+        "every call serialised by one lock)",
     }
 
 

@@ -260,6 +260,34 @@ def e2e(e: dict[str, Any]) -> list[str]:
         for row in e["http"]["rows"]
     ]
     out += _table(["threads", "requests", "req/s", "p50 ms", "p90 ms", "p99 ms", "statuses"], rows)
+    base = e.get("http_moto_baseline")
+    if base:
+        out += [
+            "",
+            "The same over HTTP on moto's server (the baseline: the local gate's store until now):",
+            "",
+        ]
+        out += _table(
+            ["threads", "requests", "req/s", "p50 ms", "p90 ms", "p99 ms", "statuses"],
+            [
+                [r["threads"], r["requests"], r["rps"], r["p50_ms"], r["p90_ms"], r["p99_ms"],
+                 ", ".join(f"{k}: {v}" for k, v in r["statuses"].items())]
+                for r in base["rows"]
+            ],
+        )  # fmt: skip
+        goals = e.get("targets", {})
+        ten, p99 = (
+            goals.get("ten_times_the_moto_store_for_one_client"),
+            goals.get("p99_under_50_ms_for_one_client"),
+        )
+        if ten and p99:
+            out += [
+                "",
+                f"One client: {ten['rps']} req/s on SQLite against {ten['baseline_rps']} on moto "
+                f"(×{ten['ratio']}; target ×10: {'met' if ten['met'] else 'not met'}); "
+                f"p99 {p99['p99_ms']} ms "
+                f"(target under 50 ms: {'met' if p99['met'] else 'not met'}).",
+            ]
     out += [
         "",
         "In-process (same handlers behind LocalGateway, " + e["in_process"]["store"] + "), the store's share "
