@@ -141,6 +141,10 @@ class AuditChain:
         extra = sorted(set(facts) - set(range(1, length + 1)))
         if extra:
             return Verification(False, length, last_hash, extra[0], "a fact exists without its audit event")
+        if head is None and length:
+            # Every accepted write moves the head in the same transaction: events without one were not
+            # written that way (a head deleted, or a page of it lost), so nothing vouches for where they end.
+            return Verification(False, length, last_hash, length, "the chain has events but no head")
         if head is not None and (int(head.get("seq", 0)) != length or head.get("hash") != last_hash):
             return Verification(
                 False,

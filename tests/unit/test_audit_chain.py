@@ -383,3 +383,10 @@ def test_a_rewritten_tail_is_detected_against_the_newest_checkpoint(chain: Chain
     # Then the checkpoint names seq 6
     assert chain.verify().valid is True
     assert_bad(chain.verify(checkpoint), 6)
+
+
+def test_events_without_a_head_do_not_verify(chain: Chain) -> None:
+    # Given an untouched chain whose head was deleted (every accepted write moves it with the event)
+    chain.head = None
+    # When it is verified, Then nothing vouches for where it ends: invalid, at its last event
+    assert_bad(chain.verify(), chain.length)
