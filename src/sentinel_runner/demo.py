@@ -28,7 +28,8 @@ class LocalGate:
 
     @property
     def event_log(self) -> Path:
-        return Path(self.banner["event_log"]) if self.banner.get("event_log") else Path(str(self._event_log))
+        """Where the server's relay writes (its first line says so)."""
+        return Path(self.banner["event_log"])
 
     def command(self) -> list[str]:
         command = [sys.executable, "-m", "sentinel_runner.cli", "serve", "--seed"]

@@ -4,7 +4,6 @@ there is one, and a non-zero exit code; never a traceback."""
 import sys
 
 EXIT_REFUSED = 1
-EXIT_USAGE = 2
 
 
 def fail(code: str, message: str, next_step: str = "") -> int:
