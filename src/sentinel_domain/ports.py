@@ -134,3 +134,29 @@ class Checkpoints(Protocol):
     """The event archive's newest checkpoint of a chain ({seq, hash}), or None when it holds none."""
 
     def newest(self, ref: StreamRef) -> dict[str, Any] | None: ...
+
+
+class WitnessConflict(Exception):
+    """The witness already holds a different checkpoint at that chain and seq: a fork, i.e. tampering."""
+
+
+class Witness(Checkpoints, Protocol):
+    """An append-only store of chain checkpoints the state table cannot feed or rewrite
+    (`sentinel_domain.integrity`): locally a file in the runner's data directory, in AWS an S3 bucket under
+    Object Lock in compliance mode. Adapters raise StoreUnavailable when the witness cannot be read or
+    written: a caller that needs it must then hold or refuse, never go on without it.
+
+    `newest(ref)` is the checkpoint with the highest seq for the chain (one request in S3: keys carry a
+    reversed seq so the first listed is the newest), or None when the witness holds none."""
+
+    def append(self, checkpoint: dict[str, Any]) -> bool:
+        """Keep a checkpoint whose tag the caller has verified (`ChainSeal.checkpoint_verifies`); the
+        adapter verifies it again when it holds the seal. Create-only: True when written, False when the very
+        same checkpoint was there already (at-least-once delivery); WitnessConflict when another one was."""
+
+    def mark_tampered(self, ref: StreamRef, finding: dict[str, Any]) -> None:
+        """Record, where the table cannot undo it, that a chain failed verification (the scheduled verifier's
+        finding: first bad seq, reason, when). Idempotent."""
+
+    def tampered(self, ref: StreamRef) -> dict[str, Any] | None:
+        """The first tamper finding recorded for the chain, or None."""
