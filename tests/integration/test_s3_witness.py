@@ -45,7 +45,7 @@ def keys(s3: Any, bucket: str, prefix: str = "") -> list[str]:
     return [c["Key"] for c in s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])]
 
 
-# ---- what moto enforces (so the tests below mean what they say) -------------------------------------------
+# ---- what moto enforces (so the tests below mean what they say) --------------------------------------------
 
 
 def test_moto_enforces_if_none_match_and_compliance_retention(aws: Any) -> None:
@@ -64,7 +64,7 @@ def test_moto_enforces_if_none_match_and_compliance_retention(aws: Any) -> None:
     assert head["ObjectLockMode"] == "COMPLIANCE"
 
 
-# ---- append and newest ----------------------------------------------------------------------------------
+# ---- append and newest -------------------------------------------------------------------------------------
 
 
 def test_append_is_create_only_and_idempotent(witness: S3Witness) -> None:
@@ -151,7 +151,7 @@ def test_the_key_layout_sorts_newest_first() -> None:
         checkpoint_key(CHAIN, 10**12)
 
 
-# ---- a witness someone else wrote to is not trusted ---------------------------------------------------------
+# ---- a witness someone else wrote to is not trusted --------------------------------------------------------
 
 
 def test_a_hidden_newest_record_is_a_fault_not_an_older_newest(witness: S3Witness, aws: Any) -> None:
@@ -190,7 +190,7 @@ def test_a_record_the_chain_key_does_not_vouch_for_is_a_fault(witness: S3Witness
         witness.newest(CHAIN)
 
 
-# ---- tamper findings ------------------------------------------------------------------------------------
+# ---- tamper findings ---------------------------------------------------------------------------------------
 
 
 def test_the_first_tamper_finding_is_kept(witness: S3Witness) -> None:
@@ -211,7 +211,7 @@ def test_a_tamper_finding_survives_a_delete_marker(witness: S3Witness, aws: Any)
     assert witness.tampered(PROJECT_CHAIN) == {"reason": "x"}
 
 
-# ---- signatures ---------------------------------------------------------------------------------------------
+# ---- signatures --------------------------------------------------------------------------------------------
 
 
 def test_every_record_verifies_offline_with_the_public_key_alone(witness: S3Witness, aws: Any) -> None:
@@ -236,7 +236,7 @@ def test_every_record_verifies_offline_with_the_public_key_alone(witness: S3Witn
     assert not verify_witness_record("not a record", pem)
 
 
-# ---- faults -------------------------------------------------------------------------------------------------
+# ---- faults ------------------------------------------------------------------------------------------------
 
 
 class Failing:
