@@ -30,6 +30,9 @@ OUTPUT_EVENT_ARCHIVE = "EventArchiveName"
 OUTPUT_RELAY_DLQ_URL = "RelayDeadLetterQueueUrl"
 OUTPUT_ALARM_TOPIC_ARN = "AlarmTopicArn"
 OUTPUT_DASHBOARD = "DashboardName"
+OUTPUT_WITNESS_BUCKET = "WitnessBucketName"
+OUTPUT_WITNESS_SIGNING_KEY_ID = "WitnessSigningKeyId"
+OUTPUT_CHAIN_KEY_SECRET_ARN = "ChainKeySecretArn"
 OUTPUT_PACKAGE_DIGEST = "PackageDigest"  # what /v1/health reports as package_digest
 # `make deploy` writes the outputs here ({stack name: {output key: value}}), relative to the repository.
 STACK_OUTPUTS_FILE = "build/stack-outputs.json"
