@@ -41,8 +41,9 @@ RESOLVER_DEPENDENCIES = frozenset(
 ALLOWED_THIRD_PARTY = (
     {name: RESOLVER_DEPENDENCIES for name in ROUTED}
     | {
-        # botocore.exceptions to judge store errors, nothing else: the identity constants it needs live in the
-        # pydantic-free sentinel_domain.identity (pydantic would cost about 90 ms with bytecode, 200 ms without).
+        # botocore.exceptions to judge store errors, nothing else: the identity constants it needs live in
+        # the pydantic-free sentinel_domain.identity (pydantic would cost about 90 ms with bytecode, 200 ms
+        # without).
         "authorizer": frozenset({"botocore"}),
     }
     | {name: frozenset({"rfc8785"}) for name in INTEGRITY}
