@@ -303,3 +303,12 @@ def test_a_signing_key_that_cannot_sign_is_a_fault(aws: Any) -> None:
     with pytest.raises(StoreUnavailable, match="could not sign"):
         witness.append(cp(CHAIN, 1))
     assert keys(s3, bucket) == []
+
+
+def test_a_key_the_witness_never_writes_is_a_fault(witness: S3Witness, aws: Any) -> None:
+    # Given an object under the chain's prefix whose name is not a reversed seq
+    s3, _, bucket = aws
+    s3.put_object(Bucket=bucket, Key="checkpoints/payments/cand-1/latest.json", Body=b"{}")
+    # When the newest checkpoint is read, Then it is a fault, never a crash or a pass
+    with pytest.raises(StoreUnavailable):
+        witness.newest(CHAIN)

@@ -113,13 +113,17 @@ class S3Witness:
             return None
         key, record = found
         checkpoint = record.get("checkpoint")
+        try:
+            seq = seq_of_key(key)
+        except ValueError:
+            raise StoreUnavailable("the witness holds a key it never writes") from None
         if (
             not isinstance(checkpoint, dict)
             or record.get("kind") != "checkpoint"
             or not self._seal.checkpoint_verifies(checkpoint)
             or checkpoint["project"] != ref.project
             or checkpoint["candidate_id"] != ref.candidate_id
-            or checkpoint["seq"] != seq_of_key(key)
+            or checkpoint["seq"] != seq
         ):
             raise StoreUnavailable("the witness holds a record the chain key does not vouch for")
         return dict(checkpoint)
