@@ -208,6 +208,13 @@ def live_principal(view: dict[str, Any], current_hmac: str, hashed: str) -> dict
     return view
 
 
+def sponsor_holds(view: Mapping[str, Any] | None) -> bool:
+    """A sponsored principal acts for its sponsor: it stands only while its sponsor is an existing, unrevoked
+    human (DOMAIN.md rule 26). A sponsor whose own token merely expired still holds: expiry is not
+    revocation, and a human's 12-hour token would otherwise stop every agent overnight."""
+    return view is not None and view["kind"] == "human" and not view["revoked"]
+
+
 def authorizer_response(
     event: Mapping[str, Any], authenticate: Callable[[str], dict[str, Any] | None]
 ) -> dict[str, Any]:

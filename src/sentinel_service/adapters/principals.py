@@ -34,6 +34,7 @@ from sentinel_service.adapters.principal_rules import (
     principal_exists,
     revocation,
     sponsor_checkable,
+    sponsor_holds,
     sponsor_invalid,
     token_expired,
 )
@@ -139,7 +140,17 @@ class PrincipalDirectory:
             current = principal_item.get("token_hmac", {}).get("S", "")
         except (KeyError, ValueError, TypeError) as error:
             raise DirectoryUnavailable("a principal item is malformed") from error
-        return live_principal(principal, current, hashed)
+        live = live_principal(principal, current, hashed)
+        if live is None or not live["sponsor"]:
+            return live
+        # One more strongly consistent read, only for sponsored principals; the authorizer's answer (and so
+        # this read) is cached with the first for the same 30 s.
+        sponsor_item = self._get(principal_key(live["sponsor"]))
+        try:
+            sponsor = None if sponsor_item is None else public_view(sponsor_item)
+        except (KeyError, ValueError, TypeError) as error:
+            raise DirectoryUnavailable("a principal item is malformed") from error
+        return live if sponsor_holds(sponsor) else None
 
 
 class PrincipalAdmin:

@@ -33,6 +33,7 @@ from sentinel_service.adapters.principal_rules import (
     public_view,
     revocation,
     sponsor_checkable,
+    sponsor_holds,
     sponsor_invalid,
     token_expired,
 )
@@ -100,10 +101,18 @@ class SqlitePrincipalDirectory:
             if token_row is None or token_expired(token_row[1], now):
                 return None
             row = connection.execute(f"{_SELECT} WHERE id = ?", (token_row[0],)).fetchone()
+            sponsor_row = None
+            if row is not None and row[2]:
+                # In the same read transaction: the sponsor as of the principal's own read.
+                sponsor_row = connection.execute(f"{_SELECT} WHERE id = ?", (row[2],)).fetchone()
         if row is None:
             return None
         plain = _plain(row)
-        return live_principal(public_view(plain), plain["token_hmac"] or "", hashed)
+        live = live_principal(public_view(plain), plain["token_hmac"] or "", hashed)
+        if live is None or not live["sponsor"]:
+            return live
+        sponsor = None if sponsor_row is None else public_view(_plain(sponsor_row))
+        return live if sponsor_holds(sponsor) else None
 
 
 class SqlitePrincipalAdmin:
