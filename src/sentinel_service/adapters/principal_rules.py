@@ -58,6 +58,8 @@ class PrincipalWriter(Protocol):
 
     def principals(self) -> list[dict[str, Any]]: ...
 
+    # `extra_items`: DynamoDB TransactWriteItems entries written in the same transaction as the change (the
+    # chain events that record it); a store that joins them otherwise refuses any (see principal_changes).
     def add(
         self,
         principal_id: str,
@@ -67,11 +69,28 @@ class PrincipalWriter(Protocol):
         ttl_seconds: int | None,
         key: bytes,
         now: datetime,
+        *,
+        extra_items: Sequence[dict[str, Any]] = (),
     ) -> str: ...
 
-    def rotate(self, principal_id: str, ttl_seconds: int | None, key: bytes, now: datetime) -> str: ...
+    def rotate(
+        self,
+        principal_id: str,
+        ttl_seconds: int | None,
+        key: bytes,
+        now: datetime,
+        *,
+        extra_items: Sequence[dict[str, Any]] = (),
+    ) -> str: ...
 
-    def revoke(self, principal_id: str, compromised: bool, now: datetime) -> dict[str, Any]: ...
+    def revoke(
+        self,
+        principal_id: str,
+        compromised: bool,
+        now: datetime,
+        *,
+        extra_items: Sequence[dict[str, Any]] = (),
+    ) -> dict[str, Any]: ...
 
 
 # ---- views ------------------------------------------------------------------------------------------------

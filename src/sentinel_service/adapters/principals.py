@@ -258,7 +258,7 @@ class PrincipalAdmin:
         failed = self._transact(items + list(extra_items))
         if failed == 0:
             raise principal_exists(principal_id)
-        if failed == 2:
+        if failed == 2 and sponsor is not None:  # index 2 is an extra item when there is no sponsor
             raise sponsor_invalid(sponsor)
         if failed is not None:
             raise changed_meanwhile()

@@ -80,6 +80,13 @@ def _plain(row: Sequence[Any]) -> dict[str, Any]:
     }
 
 
+def _no_extra_items(extra_items: Sequence[dict[str, Any]]) -> None:
+    """DynamoDB transaction items have no meaning here: the chain events join a change through
+    `SqliteDatabase.atomic()` instead (see `principal_changes`)."""
+    if extra_items:
+        raise ValueError("the SQLite admin takes no DynamoDB transaction items")
+
+
 class SqlitePrincipalDirectory:
     """Read side, used by the authorizer."""
 
@@ -121,6 +128,11 @@ class SqlitePrincipalAdmin:
     def __init__(self, db: SqliteDatabase) -> None:
         self._db = db
 
+    @property
+    def db(self) -> SqliteDatabase:
+        """The database it writes: a change joins its chain events there (`principal_changes`)."""
+        return self._db
+
     # -- reads -----------------------------------------------------------------------------------
 
     def _get_item(self, principal_id: str) -> dict[str, Any] | None:
@@ -148,8 +160,11 @@ class SqlitePrincipalAdmin:
         ttl_seconds: int | None,
         key: bytes,
         now: datetime,
+        *,
+        extra_items: Sequence[dict[str, Any]] = (),
     ) -> str:
         """Create a principal and return its first token (the only time it exists in clear)."""
+        _no_extra_items(extra_items)
         clean_roles, ttl = check_addition(principal_id, kind, sponsor, roles, ttl_seconds)
         if sponsor is not None:
             self._check_sponsor(sponsor)
@@ -192,8 +207,17 @@ class SqlitePrincipalAdmin:
             )
         return token
 
-    def rotate(self, principal_id: str, ttl_seconds: int | None, key: bytes, now: datetime) -> str:
+    def rotate(
+        self,
+        principal_id: str,
+        ttl_seconds: int | None,
+        key: bytes,
+        now: datetime,
+        *,
+        extra_items: Sequence[dict[str, Any]] = (),
+    ) -> str:
         """Issue a new token and void the old one, in one transaction."""
+        _no_extra_items(extra_items)
         item = self._existing(principal_id)
         ttl = check_rotation(principal_id, public_view(item), ttl_seconds)
         old = item["token_hmac"]
@@ -221,8 +245,16 @@ class SqlitePrincipalAdmin:
                 connection.execute("DELETE FROM tokens WHERE hmac = ?", (old,))
         return token
 
-    def revoke(self, principal_id: str, compromised: bool, now: datetime) -> dict[str, Any]:
+    def revoke(
+        self,
+        principal_id: str,
+        compromised: bool,
+        now: datetime,
+        *,
+        extra_items: Sequence[dict[str, Any]] = (),
+    ) -> dict[str, Any]:
         """Revoke for good (ids are never reused). Revoking again may only add `compromised`."""
+        _no_extra_items(extra_items)
         item = self._existing(principal_id)
         view = public_view(item)
         old = item["token_hmac"]
