@@ -14,9 +14,11 @@ from typing import Any, TypeVar
 from sentinel_domain.errors import Refusal
 from sentinel_domain.models import Actor, Policy, ProjectConfig
 from sentinel_domain.ports import Clock, StreamRef
+from sentinel_domain.records import exposures
+from sentinel_domain.state import parse_facts
 from sentinel_domain.usecases import Gate
 from sentinel_service.adapters.principal_changes import PrincipalChanges, sequential
-from sentinel_service.adapters.principal_rules import PrincipalRefused, PrincipalWriter
+from sentinel_service.adapters.principal_rules import PrincipalRefused, PrincipalWriter, not_found
 
 T = TypeVar("T")
 
@@ -178,6 +180,62 @@ class Operator:
 
     def principal(self, principal_id: str) -> dict[str, Any] | None:
         return self.admin.get(principal_id)
+
+    # ---- audit ---------------------------------------------------------------------------------------------
+
+    def exposure(self, principal_id: str) -> list[dict[str, Any]]:
+        """Every recorded `ready` decision, on every candidate of the projects the principal holds a role in,
+        that relied on it (DOMAIN.md rule 26): what it released is exposed, so its forge checks and receipts
+        are to be treated as exposed. A candidate chain that cannot be read whole or fails verification is
+        listed too (`relied_on_as: ["unverifiable"]`): what it hides cannot be ruled out."""
+        view = self.admin.get(principal_id)
+        if view is None:
+            raise not_found(principal_id)
+        found: list[dict[str, Any]] = []
+        for project in sorted(view["roles"]):
+            cursor: str | None = None
+            while True:
+                claims, cursor = self.gate.store.list_claims(project, 500, cursor)
+                for claim in claims:
+                    found.extend(self._candidate_exposure(project, claim, principal_id))
+                if cursor is None:
+                    break
+        return found
+
+    def _candidate_exposure(
+        self, project: str, claim: dict[str, Any], principal_id: str
+    ) -> list[dict[str, Any]]:
+        stream = self.gate.store.load(StreamRef(project, claim["candidate_id"]))
+        if stream is None:
+            return []
+        verification = self.gate.verify(stream)
+        try:
+            facts = parse_facts(stream.facts)
+            found = exposures(facts, principal_id) if stream.complete and verification.valid else None
+        except (ValueError, KeyError, TypeError):
+            found = None
+        if found is None:
+            reason = (
+                "the chain is larger than one read may page through"
+                if not stream.complete
+                else f"the chain fails verification at seq {verification.first_bad_seq} "
+                f"({verification.reason})"
+                if not verification.valid
+                else "a stored fact cannot be read"
+            )
+            return [
+                {
+                    "project": project,
+                    "candidate_id": claim["candidate_id"],
+                    "subject": claim.get("subject"),
+                    "revision": claim.get("revision"),
+                    "environment": claim.get("environment"),
+                    "relied_on_as": ["unverifiable"],
+                    "reason": reason,
+                    "exposed": True,
+                }
+            ]
+        return [{"project": project, **entry, "exposed": True} for entry in found]
 
     def _recorder(self, principal_id: str, type_: str, payload: dict[str, Any]) -> Callable[[], None]:
         """The chain events of a change to an existing principal: one on each project it holds a role in."""
