@@ -53,7 +53,7 @@ def services(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Service
         yield compose(settings, dynamodb=client, token_key=KEY)
 
 
-def a_recorded_ready(services: Services) -> tuple[str, int]:
+def a_recorded_ready(services: Services, flow: Flow | None = None) -> tuple[str, int]:
     """The demo project, its principals added by the operator, and one candidate's ready decision recorded:
     created and planned by agent-1, attested and proved by ci-bot, approved by rita-reviewer."""
     operator = services.operator
@@ -62,7 +62,7 @@ def a_recorded_ready(services: Services) -> tuple[str, int]:
     operator.add_principal(REQUESTER.id, "agent", "hank-human", {PROJECT: ["requester"]})
     operator.add_principal(REVIEWER.id, "human", None, {PROJECT: ["reviewer"]})
     operator.add_principal(CI.id, "ci", None, {PROJECT: ["publisher", "requester"]})
-    flow = Flow()
+    flow = flow or Flow()
     for step in STEPS:
         assert flow.run(services.gate, step).accepted, step
     recorded = services.gate.record_decision(PROJECT, flow.candidate_id, REQUESTER, None)
@@ -105,6 +105,18 @@ def test_a_compromised_reviewer_turns_a_recorded_ready_to_hold_from_then_on(serv
     assert last is not None and last.seq == seq and last.decision == "ready"
     assert last.findings_digest_matches is True
     assert [e["seq"] for e in services.operator.exposure(REVIEWER.id)] == [seq]
+
+
+def test_a_compromised_reviewers_approval_makes_no_action_executable(services: Services) -> None:
+    # Given an approved plan declaring an action, its candidate ready
+    flow = Flow()
+    a_recorded_ready(services, flow)
+    # When its only approver is revoked as compromised
+    services.operator.revoke(REVIEWER.id, compromised=True)
+    # Then the declared action is refused as not approved, and nothing is executed
+    refused = flow.run(services.gate, "execute")
+    assert (refused.status, refused.code) == (403, "PLAN_NOT_APPROVED")
+    assert "APPROVAL_REVOKED" in refused.body["detail"]
 
 
 def test_a_plain_revocation_withdraws_nothing(services: Services) -> None:
