@@ -250,6 +250,15 @@ def test_a_principal_whose_sponsor_is_revoked_is_refused_as_if_revoked(admin: An
     assert directory.authenticate(other, KEY, NOW) is not None
 
 
+def test_a_principal_whose_sponsor_is_revoked_is_not_rotated(admin: Any):
+    # Given an agent whose sponsor was revoked
+    add_human(admin)
+    admin.add("agent-1", "agent", "hank", {"demo": ["requester"]}, None, KEY, NOW)
+    admin.revoke("hank", False, NOW)
+    # When its token is rotated  Then refused: the new token could never be used
+    assert refusal(lambda: admin.rotate("agent-1", None, KEY, NOW)) == "SPONSOR_INVALID"
+
+
 def test_a_sponsor_whose_own_token_expired_still_holds(admin: Any, directory: Any):
     # Given an agent sponsored by a human whose token lives one hour
     admin.add("hank", "human", None, {"demo": ["reviewer"]}, 3600, KEY, NOW)

@@ -6,9 +6,6 @@ were. A plain revocation withdraws nothing. Through the Gate use cases on the in
 from typing import Any
 
 from sentinel_domain.models import Actor, ChangeContextRequest, EvidenceRequest, ReportRequest, ReviewRequest
-from sentinel_domain.ports import StreamRef
-from sentinel_domain.reviews import approval_status
-from sentinel_domain.state import CandidateState, ProjectState, parse_facts
 from support.world import CI, PROJECT, REQUESTER, REV, REVIEWER, REVIEWER_2, World
 
 BEFORE = "2026-11-29T12:00:00Z"  # the world's START: everything below is proved by then
@@ -135,18 +132,3 @@ def test_a_compromised_requester_holds_the_candidates_it_created(world: World) -
     assert codes(decision) == ["REQUESTER_REVOKED"]
     finding = the(decision, "REQUESTER_REVOKED")
     assert REQUESTER.id in finding["detail"] and "new commit" in finding["remediation_hint"]
-
-
-def test_a_compromised_reviewers_approval_executes_nothing(world: World) -> None:
-    # Given an approved candidate whose reviewer is then revoked as compromised
-    cid = ready(world)
-    revoke(world, REVIEWER, compromised=True)
-    # When the approval status is asked as the execution path asks it
-    project = ProjectState.from_facts(PROJECT, world.store.streams[StreamRef(PROJECT)].facts)
-    state = CandidateState.from_facts(parse_facts(world.store.streams[StreamRef(PROJECT, cid)].facts))
-    config = project.config()
-    assert config is not None
-    now = "2026-11-29T12:00:05Z"
-    # Then it is APPROVAL_REVOKED, and without the revocation it would be approved
-    assert approval_status(state, config, now, project.compromised(now))[0] == "APPROVAL_REVOKED"
-    assert approval_status(state, config, now)[0] is None

@@ -219,7 +219,11 @@ class SqlitePrincipalAdmin:
         """Issue a new token and void the old one, in one transaction."""
         _no_extra_items(extra_items)
         item = self._existing(principal_id)
-        ttl = check_rotation(principal_id, public_view(item), ttl_seconds)
+        view = public_view(item)
+        ttl = check_rotation(principal_id, view, ttl_seconds)
+        if view["sponsor"]:
+            # A token for a principal whose sponsor no longer stands would be refused at every use.
+            self._check_sponsor(view["sponsor"])
         old = item["token_hmac"]
         token = new_token()
         hashed = token_hmac(key, token)
