@@ -26,7 +26,7 @@ and is shown as stored."""
 from collections import Counter
 from typing import Any
 
-from .decision import Decision, Finding, Judge, decide, finding, findings_digest, hold
+from .decision import Decision, Finding, Judge, attester, decide, finding, findings_digest, hold
 from .outcomes import RecordedDecision
 from .state import CandidateState, ProjectState
 
@@ -36,16 +36,14 @@ def relied_on(state: CandidateState | None, project: ProjectState, as_of: str) -
     if state is None:
         return {"approvers": [], "attesters": [], "publishers": []}
     digest = state.plan_digest
+    # Whoever was revoked as compromised by then counted for nothing, so nothing relied on it.
+    compromised = project.compromised(as_of)
     approvers = {
         r["reviewer"]["id"]
         for r in state.reviews
         if r["plan_digest"] == digest and r["decision"] == "approve" and as_of < r["expires_at"]
-    }
-    attesters = {
-        c["created_by" if c["type"] == "candidate.created" else "actor"]["id"]
-        for c in state.contexts
-        if c["attested"]
-    }
+    } - set(compromised)
+    attesters = {attester(c) for c in state.contexts if c["attested"]} - set(compromised)
     publishers: set[str] = set()
     if state.plan is not None:
         judge = Judge(state, project, as_of)

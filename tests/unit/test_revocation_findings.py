@@ -93,6 +93,11 @@ def test_the_approval_of_a_reviewer_still_standing_keeps_counting(world: World) 
     revoke(world, REVIEWER, compromised=True)
     # Then the other's approval is enough: still ready
     assert decide(world, cid)["decision"] == "ready"
+    # And a ready recorded now names only the reviewer it relied on
+    assert world.gate.record_decision(PROJECT, cid, REQUESTER, None).decision == "ready"
+    last = world.gate.get_candidate(PROJECT, cid, REQUESTER).last_decision
+    assert last is not None and last.relied_on is not None
+    assert last.relied_on.approvers == [REVIEWER_2.id]
 
 
 def test_a_plain_revocation_does_not_withdraw_past_approvals_attestations_or_evidence(world: World) -> None:
