@@ -6,7 +6,7 @@ were. A plain revocation withdraws nothing. Through the Gate use cases on the in
 from typing import Any
 
 from sentinel_domain.models import Actor, ChangeContextRequest, EvidenceRequest, ReportRequest, ReviewRequest
-from support.world import CI, PROJECT, REQUESTER, REV, REVIEWER, REVIEWER_2, World
+from support.world import CI, HUMAN_REQUESTER, PROJECT, REQUESTER, REV, REVIEWER, REVIEWER_2, World
 
 BEFORE = "2026-11-29T12:00:00Z"  # the world's START: everything below is proved by then
 JUNIT_PASS = (
@@ -14,9 +14,10 @@ JUNIT_PASS = (
 )
 
 
-def ready(world: World, reviewers: tuple[Actor, ...] = (REVIEWER,)) -> str:
-    """A candidate created by the agent, attested and proved by ci-bot, its fallback plan approved."""
-    cid = world.candidate()["candidate_id"]
+def ready(world: World, reviewers: tuple[Actor, ...] = (REVIEWER,), creator: Actor = REQUESTER) -> str:
+    """A candidate created by `creator` (the agent by default), attested and proved by ci-bot, its fallback
+    plan (stored by the agent) approved."""
+    cid = world.candidate(by=creator)["candidate_id"]
     context = ChangeContextRequest.model_validate({"change": {"files": ["services/payments/api.py"]}})
     world.gate.add_change_context(PROJECT, cid, CI, context, None)
     digest = world.gate.propose(PROJECT, cid, REQUESTER, None, None).as_json()["plan_digest"]
@@ -137,3 +138,23 @@ def test_a_compromised_requester_holds_the_candidates_it_created(world: World) -
     assert codes(decision) == ["REQUESTER_REVOKED"]
     finding = the(decision, "REQUESTER_REVOKED")
     assert REQUESTER.id in finding["detail"] and "new commit" in finding["remediation_hint"]
+
+
+def test_a_plan_stored_by_a_compromised_requester_holds_until_a_live_one_stores_it_again(
+    world: World,
+) -> None:
+    # Given a ready candidate created by a human requester, its plan stored by the agent
+    cid = ready(world, creator=HUMAN_REQUESTER)
+    # When the agent is revoked as compromised
+    revoke(world, REQUESTER, compromised=True)
+    # Then the candidate holds with REQUESTER_REVOKED, naming the plan
+    finding = the(decide(world, cid), "REQUESTER_REVOKED")
+    assert "current plan was stored by agent-1" in finding["detail"]
+    # When the human requester stores the same plan again, as the remediation says
+    current = world.gate.get_candidate(PROJECT, cid, HUMAN_REQUESTER).as_json()
+    digest = current["plan_digest"]
+    stored = world.gate.put_plan(PROJECT, cid, HUMAN_REQUESTER, current["plan"], f'"{digest}"')
+    # Then the plan is the same digest, its approval still stands, and the candidate is ready again
+    assert stored.plan_digest == digest
+    decision = decide(world, cid)
+    assert decision["decision"] == "ready", decision["findings"]
