@@ -2,6 +2,7 @@
 on the embedded SQLite store (one transaction over both; a process killed between the two writes) and on
 DynamoDB on moto (one TransactWriteItems carrying the principal's items and the events)."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -210,3 +211,17 @@ def test_a_process_killed_between_the_writes_leaves_no_unaudited_change(tmp_path
         assert {p: events(again, p) for p in ("shop", "pay")} == before
     finally:
         again.store.db.close()  # type: ignore[attr-defined]
+
+
+def test_a_change_too_large_for_one_dynamodb_transaction_is_refused_before_any_write() -> None:
+    # Given a store whose staged chain events fill 98 of a transaction's 100 items
+    class Staging:
+        @contextlib.contextmanager
+        def staged(self) -> Iterator[list[dict[str, Any]]]:
+            yield [{"Put": {}}] * 98
+
+    written: list[Any] = []
+    # When a change is run through it  Then it is refused with its own code and the admin is never called
+    with pytest.raises(PrincipalRefused) as refused:
+        DynamoChanges(Staging())(written.append, lambda: None)
+    assert refused.value.code == "TOO_MANY_PROJECTS" and written == []

@@ -18,7 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
+from sentinel_service.adapters.principal_rules import PrincipalRefused
+
 T = TypeVar("T")
+
+MAX_TRANSACTION_ITEMS = 100  # DynamoDB's limit on one TransactWriteItems
+PRINCIPAL_ITEMS = 3  # at most: the principal, a token written or deleted, the sponsor's condition check
 
 ChangeWrite = Callable[[Sequence[dict[str, Any]]], T]
 
@@ -59,6 +64,13 @@ class DynamoChanges:
     def __call__(self, change: ChangeWrite[T], record: Callable[[], None]) -> T:
         with self._store.staged() as staged:
             record()
+        if len(staged) + PRINCIPAL_ITEMS > MAX_TRANSACTION_ITEMS:
+            # Refused before anything is written, rather than as a store fault from DynamoDB.
+            raise PrincipalRefused(
+                "TOO_MANY_PROJECTS",
+                f"recording this change takes {len(staged)} chain items, more than one DynamoDB transaction "
+                f"holds beside the principal's own {PRINCIPAL_ITEMS}: hold roles in fewer projects",
+            )
         return change(list(staged))
 
 
