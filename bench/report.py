@@ -13,6 +13,10 @@ END = "<!-- figures:end -->"
 # ---- the targets ----------------------------------------------------------------------------------------
 
 
+def _calls(calls: dict[str, int]) -> str:
+    return ", ".join(f"{k}×{v}" for k, v in calls.items()) or "none"
+
+
 def targets(report: dict[str, Any]) -> list[list[Any]]:
     s = report["sections"]
     rows: list[list[Any]] = []
@@ -39,11 +43,17 @@ def targets(report: dict[str, Any]) -> list[list[Any]]:
         project_calls = q.get("project_calls", {})
         rows.append(
             [
-                "one strongly consistent Query (plus pages) of the candidate and one GetItem of the "
-                "project's HEAD per hook decision read",
+                "at most one strongly consistent Query (plus pages) of the candidate and one GetItem of the "
+                "project's HEAD per hook decision read; one GetItem of each HEAD while both are unchanged",
                 f"{q['candidate_queries']} Query, {q['candidate_pages']} page(s); project: "
                 f"{', '.join(f'{k}×{v}' for k, v in project_calls.items()) or 'none'}; other partitions: "
-                f"{', '.join(q['other_partitions']) or 'none'}",
+                f"{', '.join(q['other_partitions']) or 'none'}"
+                + (
+                    f"; both held: candidate {_calls(q['held']['candidate_calls'])}"
+                    f", project {_calls(q['held']['project_calls'])}"
+                    if "held" in q
+                    else ""
+                ),
                 q["met"],
             ]
         )
@@ -70,7 +80,8 @@ def targets(report: dict[str, Any]) -> list[list[Any]]:
                     "a hook decision read, authorizer cached, ≤ $1.70 per million (DynamoDB prices since "
                     "2024-11-01)",
                     f"{_usd(c['usd_per_million'])} ({c['rru']:g} RRU, {c['function_billed_ms']:g} ms billed; "
-                    f"{_usd(c['usd_per_million_project_read_in_full'])} with the project read in full)",
+                    f"{_usd(c['usd_per_million_candidate_read_in_full'])} with the candidate read in full, "
+                    f"{_usd(c['usd_per_million_project_read_in_full'])} with both read in full)",
                     c["met"],
                 ]
             )

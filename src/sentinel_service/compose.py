@@ -15,12 +15,13 @@ from datetime import datetime
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
+from sentinel_service import names
 from sentinel_service.settings import Settings
 
 if TYPE_CHECKING:
     from sentinel_domain.ports import Checkpoints, Clock, Ids, Proposer, StateStore
     from sentinel_domain.usecases import Gate
-    from sentinel_domain.usecases.project_reads import ProjectCache
+    from sentinel_domain.usecases.project_reads import ChainCache
     from sentinel_service.adapters.principal_rules import PrincipalReader, PrincipalWriter
     from sentinel_service.operator import Operator
 
@@ -103,6 +104,7 @@ class Services:
         create_token_key: bool = False,
         environ: Mapping[str, str] | None = None,
         timeouts: Mapping[str, Any] = API_TIMEOUTS,
+        hold_chains: bool | None = None,
     ) -> None:
         self.settings = settings
         self._dynamodb = dynamodb
@@ -117,6 +119,7 @@ class Services:
         self._create_token_key = create_token_key
         self._environ = environ
         self._timeouts = timeouts
+        self._hold_chains = hold_chains
         self._key_lock = threading.Lock()
 
     # ---- adapters --------------------------------------------------------------------------------------
@@ -194,12 +197,21 @@ class Services:
     # ---- what the process holds between requests ---------------------------------------------------------
 
     @cached_property
-    def project_cache(self) -> ProjectCache:
-        """The verified project chains decision reads reuse while their HEAD is unchanged: one per Services,
-        so one per Lambda container (bounded; see sentinel_domain.usecases.project_reads)."""
-        from sentinel_domain.usecases.project_reads import ProjectCache
+    def chain_cache(self) -> ChainCache | None:
+        """The verified chains (projects' and candidates') decision reads reuse while their HEAD is
+        unchanged: one per Services, so one per Lambda container (bounded; see
+        sentinel_domain.usecases.project_reads). Held only in AWS Lambda, where a hook read's partition
+        Query is most of its price; there an edit behind an unchanged head changes no answer until the
+        chain's head moves or the scheduled verifier marks it. Elsewhere (the local gate, the emulations)
+        every decision read verifies both chains in full, so tampering is seen at once."""
+        hold = self._hold_chains
+        if hold is None:
+            hold = self.settings.runtime == names.RUNTIME_AWS_LAMBDA
+        if not hold:
+            return None
+        from sentinel_domain.usecases.project_reads import ChainCache
 
-        return ProjectCache()
+        return ChainCache()
 
     # ---- the application ---------------------------------------------------------------------------------
 
@@ -213,7 +225,7 @@ class Services:
             self.ids,
             proposer=self.proposer,
             checkpoints=self.checkpoints,
-            project_cache=self.project_cache,
+            chain_cache=self.chain_cache,
         )
 
     @cached_property

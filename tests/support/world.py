@@ -70,13 +70,18 @@ OUTSIDER = actor("eve", "human")
 class World:
     """A project with two policies and a config, ready for candidates."""
 
-    def __init__(self, config: dict | None = None, store=None) -> None:
+    def __init__(self, config: dict | None = None, store=None, hold_chains: bool | None = None) -> None:
         self.store = store if store is not None else MemoryStore()
         self.clock = FixedClock(START)
         self.ids = SequentialIds()
         # The composition root over the fakes: the gate the tests drive is the one the handlers serve.
         self.services = compose(
-            Settings.from_env(), store=self.store, clock=self.clock, ids=self.ids, proposer=NoModel()
+            Settings.from_env(),
+            store=self.store,
+            clock=self.clock,
+            ids=self.ids,
+            proposer=NoModel(),
+            hold_chains=hold_chains,
         )
         self.gate = self.services.gate
         self.gate.create_project(PROJECT)

@@ -17,6 +17,7 @@ from sentinel_domain.models import (
     ReviewRequest,
     SettlementRequest,
 )
+from sentinel_domain.plan_walk import PlanWalk
 from sentinel_domain.ports import Stream, StreamRef
 from sentinel_domain.usecases import Gate
 from support.world import (
@@ -35,6 +36,18 @@ from support.world import (
 )
 
 PAYMENTS = ("services/payments/api.py",)
+
+
+@pytest.fixture(autouse=True, params=["walk", "every-pair-judged"])
+def judging(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs twice: as decisions run (the plan walk passes over the pairs its bounds show
+    satisfied), and with every (check, obligation) pair judged in full by the Judge. Both must give the
+    findings each test expects, so the walk never passes over a pair the Judge would hold on."""
+    if request.param == "every-pair-judged":
+        monkeypatch.setattr(PlanWalk, "to_judge", lambda self, *_: list(range(len(self.pairs))))
+    return str(request.param)
+
+
 OBSERVED = "2026-11-29T11:59:00Z"  # one minute before the world's START
 HINT = UNIT_POLICY["remediation_hint"]
 

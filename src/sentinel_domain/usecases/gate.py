@@ -44,7 +44,7 @@ from ..outcomes import (
 from ..ports import Checkpoints, Clock, Ids, Proposer, StateStore, Stream, StreamRef
 from . import actions, audit, candidates, decisions, evidence, plans, projects, reviews
 from .chain import Chain
-from .project_reads import ProjectCache
+from .project_reads import ChainCache
 
 
 class Gate:
@@ -55,12 +55,12 @@ class Gate:
         ids: Ids,
         proposer: Proposer | None = None,
         checkpoints: Checkpoints | None = None,
-        project_cache: ProjectCache | None = None,
+        chain_cache: ChainCache | None = None,
     ) -> None:
         self.chain = Chain(store, clock, ids, checkpoints)
         self.proposer = proposer
         # The verified project chains this process holds for decision reads (none: every read is in full).
-        self.project_cache = project_cache
+        self.chain_cache = chain_cache
 
     # The chain's collaborators, as callers (and tests that swap a failing store or an archive in) name them.
     @property
@@ -210,7 +210,7 @@ class Gate:
         return decisions.evaluate(self.chain, project, candidate_id, actor, as_of)
 
     def decision(self, project: str, candidate_id: str, actor: Actor, as_of: str | None) -> DecisionView:
-        return decisions.decision(self.chain, project, candidate_id, actor, as_of, self.project_cache)
+        return decisions.decision(self.chain, project, candidate_id, actor, as_of, self.chain_cache)
 
     def record_decision(
         self, project: str, candidate_id: str, actor: Actor, key: str | None
