@@ -107,6 +107,31 @@ def test_a_compromised_reviewer_turns_a_recorded_ready_to_hold_from_then_on(serv
     assert [e["seq"] for e in services.operator.exposure(REVIEWER.id)] == [seq]
 
 
+@pytest.mark.parametrize(
+    ("principal", "codes"),
+    [
+        (CI.id, {"ATTESTATION_REVOKED", "EVIDENCE_UNTRUSTED"}),
+        (REQUESTER.id, {"REQUESTER_REVOKED"}),
+    ],
+    ids=["ci-publisher", "requester"],
+)
+def test_a_compromised_publisher_or_requester_holds_a_recorded_ready(
+    services: Services, principal: str, codes: set[str]
+) -> None:
+    # Given a recorded ready decision
+    cid, seq = a_recorded_ready(services)
+    # When the ci publisher (or the requester) is revoked as compromised by the operator
+    services.operator.revoke(principal, compromised=True)
+    # Then the candidate holds with the codes of what it did, while the record still replays as ready
+    assert {f.code for f in services.gate.evaluate(PROJECT, cid, REQUESTER).findings} == codes
+    last = services.gate.get_candidate(PROJECT, cid, REQUESTER).last_decision
+    assert last is not None and (last.seq, last.decision, last.findings_digest_matches) == (
+        seq,
+        "ready",
+        True,
+    )
+
+
 def test_a_compromised_reviewers_approval_makes_no_action_executable(services: Services) -> None:
     # Given an approved plan declaring an action, its candidate ready
     flow = Flow()
