@@ -21,16 +21,24 @@ Three rules shape everything here:
 
 Where things live: `limits` (caps, Budget) and `errors` (MalformedOpenApi, quote) are shared by all; `loader`
 reads a side under the caps into a `document.Document`; `differ` pairs operations and walks each through its
-rule families (`messages`, `security`) over `schemas`, and reports in the terms of `changes`.
+rule families (`lifecycle`, `messages`, `security`) over `schemas`, and reports in the terms of `changes`.
+Each change has a stable id (`kind`) and a level (breaking, warning, info); `lifecycle.DiffOptions` carries
+a derivation rule's options for grading some of them.
 """
 
-from .changes import ApiChange, OpenApiDiff, OperationDiff
+from .changes import BREAKING, INFO, LEVELS, WARNING, ApiChange, OpenApiDiff, OperationDiff
 from .differ import diff_openapi
 from .errors import MalformedOpenApi, quote
+from .lifecycle import DiffOptions
 from .limits import MAX_CHANGE_NODES, MAX_DEPTH, MAX_DOCUMENT_CHARS, MAX_NODES, MAX_REF_HOPS, Budget
 from .loader import load_document
 
 __all__ = [
+    "BREAKING",
+    "INFO",
+    "LEVELS",
+    "WARNING",
+    "DiffOptions",
     "MAX_CHANGE_NODES",
     "MAX_DEPTH",
     "MAX_DOCUMENT_CHARS",
