@@ -27,7 +27,7 @@ a derivation rule's options for grading some of them.
 """
 
 from .changes import BREAKING, INFO, LEVELS, WARNING, ApiChange, OpenApiDiff, OperationDiff
-from .differ import diff_openapi
+from .differ import diff_openapi, diff_openapi_graded
 from .errors import MalformedOpenApi, quote
 from .lifecycle import DiffOptions
 from .limits import MAX_CHANGE_NODES, MAX_DEPTH, MAX_DOCUMENT_CHARS, MAX_NODES, MAX_REF_HOPS, Budget
@@ -50,6 +50,7 @@ __all__ = [
     "OpenApiDiff",
     "OperationDiff",
     "diff_openapi",
+    "diff_openapi_graded",
     "load_document",
     "quote",
 ]

@@ -10,7 +10,7 @@ from typing import Any
 from .changes import _FLIP, BREAKING, INFO, REQUEST, RESPONSE, ApiChange, OpenApiDiff, OperationDiff
 from .document import _PATH_TEMPLATE, _TEMPLATE_PARAM, _WEBHOOK_NAME, ANNOTATIONS, METHODS, Document
 from .errors import MalformedOpenApi, quote
-from .lifecycle import LIFECYCLE_KINDS, DiffOptions, Lifecycle
+from .lifecycle import LIFECYCLE_KINDS, DiffOptions
 from .limits import MAX_TEMPLATE_CHARS, Budget
 from .loader import _load
 from .messages import _MessageDiffer
@@ -280,6 +280,14 @@ def diff_openapi(
     """Diff two sides of a change (each None, an object, or YAML/JSON text), grading changes under `options`
     (a derivation rule's; the defaults otherwise). Raises MalformedOpenApi, naming the side, for anything that
     must be refused."""
+    graded = options or DiffOptions()
+    return diff_openapi_graded(before, after, [graded], budget)[graded]
+
+
+def diff_openapi_graded(
+    before: Any, after: Any, gradings: list[DiffOptions], budget: Budget | None = None
+) -> dict[DiffOptions, OpenApiDiff]:
+    """The diff under each of `gradings`, the documents read once (their nodes counted once)."""
     budget = budget or Budget()
     documents: list[Document | None] = []
     for side, value in (("before", before), ("after", after)):
@@ -289,13 +297,18 @@ def diff_openapi(
             raise MalformedOpenApi(f"{side}: {error}") from None
     old, new = documents
     if old is None and new is None:
-        return OpenApiDiff((), (), False)
+        return {options: OpenApiDiff((), (), False) for options in gradings}
     # An added (or removed) document is compared with an empty one: every operation in it is added (removed).
     present = new or old
     assert present is not None
     empty = Document({"openapi": present.root["openapi"]})
-    differ = _Differ(old or empty, new or empty, budget, options or DiffOptions())
-    try:
-        return differ.diff()
-    except RecursionError:  # pragma: no cover - the depth caps above are meant to make this unreachable
-        raise MalformedOpenApi("the documents nest too deeply to compare") from None
+    out: dict[DiffOptions, OpenApiDiff] = {}
+    for options in gradings:
+        if options in out:
+            continue
+        differ = _Differ(old or empty, new or empty, budget, options)
+        try:
+            out[options] = differ.diff()
+        except RecursionError:  # pragma: no cover - the depth caps above are meant to make this unreachable
+            raise MalformedOpenApi("the documents nest too deeply to compare") from None
+    return out

@@ -24,7 +24,8 @@ class _StructureRules(_SchemaViews):
         o_req, n_req = _names(o.get("required")), _names(n.get("required"))
         for name in sorted(n_req - o_req):
             hidden = self._hidden(self.new, n, name, found.direction)
-            self._hidden_add(found, "schema-required-added", TIGHTENED, f"{quote(name)} is now required", hidden)
+            text = f"{quote(name)} is now required"
+            self._hidden_add(found, "schema-required-added", TIGHTENED, text, hidden)
         for name in sorted(o_req - n_req):
             hidden = self._hidden(self.old, o, name, found.direction)
             text = f"{quote(name)} is no longer required"
