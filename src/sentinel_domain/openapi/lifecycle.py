@@ -115,7 +115,7 @@ class Lifecycle:
         """The lifecycle changes of a paired operation. `add(kind, breaking, where, detail, level=...)`."""
         o_level, o_problem = stability(o)
         n_level, n_problem = stability(n)
-        if n_problem and o.get(STABILITY) != n.get(STABILITY):
+        if n_problem and _raw(o, STABILITY) != _raw(n, STABILITY):
             add("operation-stability-invalid", True, where, f"revision: {n_problem}")
         elif o_problem and not n_problem:
             add("operation-stability-invalid", False, where, f"base: {o_problem}; read as stable")
@@ -133,11 +133,13 @@ class Lifecycle:
         n_date, n_problem = sunset(n)
         deprecated_now = bool(n.get("deprecated"))
         newly = deprecated_now and not o.get("deprecated")
-        if n_problem and (newly or o.get(SUNSET) != n.get(SUNSET)):
+        if n_problem and (newly or _raw(o, SUNSET) != _raw(n, SUNSET)):
             add("operation-sunset-invalid", True, where, f"revision: {n_problem}")
             return
+        if n_problem:  # unreadable on both sides, as it was: reported when it was written
+            return
         if not deprecated_now:
-            if o.get(SUNSET) != n.get(SUNSET):
+            if _raw(o, SUNSET) != _raw(n, SUNSET):
                 # A sunset on an operation nobody deprecated announces nothing yet.
                 add("operation-sunset-changed", False, where, _dates(o_date, n_date), level=WARNING)
             return
@@ -194,6 +196,11 @@ class Lifecycle:
         _date, problem = sunset(n)
         if problem:
             add("operation-sunset-invalid", True, where, f"revision: {problem}")
+
+
+def _raw(operation: dict[str, Any], key: str) -> tuple[bool, Any]:
+    """A value as written, telling `null` from absent (a written null is a malformed value, not none)."""
+    return key in operation, operation.get(key)
 
 
 def _dates(old: date | None, new: date | None) -> str:
