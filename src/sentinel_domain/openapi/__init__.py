@@ -16,8 +16,9 @@ Three rules shape everything here:
   (loosened). For webhooks and callbacks the API is the sender, so the two directions swap. A change whose
   effect cannot be proved (a pattern replaced by another, an unmodelled keyword) is breaking.
 * **Documentation is not the contract.** Descriptions, summaries, titles, examples, tags, `x-` extensions and
-  `info` never make a change. Anything else that differs and is not modelled still makes a change (generic,
-  breaking), so nothing semantic is silently dropped.
+  `info` never make a change, except the extensions that carry rules (`x-stability-level`, `x-sunset` on an
+  operation, `x-extensible-enum` on a schema: lifecycle.py, schema_values.py). Anything else that differs
+  and is not modelled still makes a change (generic, breaking), so nothing semantic is silently dropped.
 
 Where things live: `limits` (caps, Budget) and `errors` (MalformedOpenApi, quote) are shared by all; `loader`
 reads a side under the caps into a `document.Document`; `differ` pairs operations and walks each through its
