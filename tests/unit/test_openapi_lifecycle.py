@@ -57,9 +57,9 @@ def test_an_unstable_base_softens_the_operations_changes_and_keeps_reporting_the
     # Given a draft/alpha operation losing its parameter
     before = document({"x-stability-level": level, "parameters": [Q]})
     after = document({"x-stability-level": level})
-    # When diffed, Then the removal is reported, at info, saying why
+    # When diffed, Then the removal is reported, as a warning, saying why
     (change,) = diff_openapi(before, after).changes
-    assert (change.kind, change.level) == ("parameter-removed", "info")
+    assert (change.kind, change.level) == ("parameter-removed", "warning")
     assert change.detail.endswith(f"softened: base stability {level}")
 
 
@@ -192,7 +192,7 @@ def test_a_sunset_on_an_operation_nobody_deprecated_is_a_warning():
         ({"deprecated": True, "x-sunset": "2026-12-02"}, "operation-removed-before-sunset", "breaking"),
         ({"deprecated": True, "x-sunset": "2026-12-01"}, "operation-removed-after-sunset", "info"),
         ({"deprecated": True, "x-sunset": "bad"}, "operation-sunset-invalid", "breaking"),
-        ({"x-stability-level": "draft"}, "operation-removed", "info"),
+        ({"x-stability-level": "draft"}, "operation-removed", "warning"),
         ({"x-sunset": "2020-01-01"}, "operation-removed", "breaking"),  # a sunset without deprecation
     ],
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .changes import _FLIP, BREAKING, INFO, REQUEST, RESPONSE, ApiChange, OpenApiDiff, OperationDiff
+from .changes import _FLIP, BREAKING, REQUEST, RESPONSE, WARNING, ApiChange, OpenApiDiff, OperationDiff
 from .document import _PATH_TEMPLATE, _TEMPLATE_PARAM, _WEBHOOK_NAME, ANNOTATIONS, METHODS, Document
 from .errors import MalformedOpenApi, quote
 from .lifecycle import LIFECYCLE_KINDS, DiffOptions
@@ -146,7 +146,8 @@ class _Differ(_MessageDiffer, _SecurityDiffer):
         softened = self.lifecycle.softened_by(o)
         if softened:
             # Read from the base: the revision's level softens nothing (lifecycle.py). The changes stay
-            # reported, so a rule counting every change still derives its obligation.
+            # reported, as warnings (they break no client that took the level at its word, and a person may
+            # still want to see them), so a rule counting every change still derives its obligation.
             out = [
                 ApiChange(
                     c.operation,
@@ -155,7 +156,7 @@ class _Differ(_MessageDiffer, _SecurityDiffer):
                     c.where,
                     f"{c.detail}; softened: base stability {softened}".lstrip("; "),
                     c.weakens_security,
-                    INFO,
+                    WARNING,
                 )
                 if c.breaking and c.kind not in LIFECYCLE_KINDS
                 else c

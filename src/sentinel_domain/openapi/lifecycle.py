@@ -168,7 +168,7 @@ class Lifecycle:
         """How removing an operation is graded, from the base alone: (kind, level, detail)."""
         level, _problem = stability(base)
         if level in UNSTABLE:
-            return "operation-removed", INFO, f"softened: base stability {level}"
+            return "operation-removed", WARNING, f"softened: base stability {level}"
         if not base.get("deprecated"):
             return "operation-removed", BREAKING, ""
         when, problem = sunset(base)

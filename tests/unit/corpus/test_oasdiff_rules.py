@@ -35,7 +35,6 @@ if not DATA.is_dir():
     pytest.skip(_reason, allow_module_level=True)
 
 TODAY = date(2026, 12, 1)  # the corpus's sunsets are 2022 (past) and 9999 (future): any date between works
-LEVELS = {"ERR": "breaking", "WARN": "warning", "INFO": "info"}
 
 
 def rules_table() -> dict[str, tuple[str, str, str, str]]:
@@ -161,9 +160,9 @@ CASES = [
     Case("-", DEP + "deprecated-past.yaml", DEP + "sunset.yaml", "operation-removed-after-sunset",
          "GET /api/test", level=INFO, documented="`operation-removed-after-sunset`"),
     Case("-", DEP + "base-alpha-stability.yaml", DEP + "sunset-path.yaml", "operation-removed",
-         "GET /api/test", level=INFO, documented="softened: base stability"),
+         "GET /api/test", level="warning", documented="softened: base stability"),
     Case("-", PD + "base-alpha-stability.yaml", PD + "sunset-alpha-stability.yaml",
-         "parameter-removed", "GET /api/test", level=INFO, documented="softened: base stability"),
+         "parameter-removed", "GET /api/test", level="warning", documented="softened: base stability"),
     Case("-", DEP + "deprecated-past.yaml", DEP + "deprecated-future.yaml", "operation-sunset-changed",
          "GET /api/test", level=INFO, documented="| `operation-sunset-changed` |"),
     # ---- x-extensible-enum ----
@@ -421,8 +420,12 @@ def test_a_lifecycle_softening_never_removes_a_per_operation_obligation():
     change = Change.model_validate({"openapi": [{"name": "api", "before": before, "after": after}]})
     # When obligations are derived
     found_ = derive(change, config, today=TODAY)
-    # Then the operation still owes its contract tests, and nothing owes a breaking-change review
-    assert [(o["policy_id"], o["scope"]) for o in found_] == [("contract", "api/GET /api/test")]
+    # Then the operation still owes its contract tests, a warning rule its heads-up, and nothing owes a
+    # breaking-change review
+    assert [(o["policy_id"], o["scope"]) for o in found_] == [
+        ("heads-up", "api"),
+        ("contract", "api/GET /api/test"),
+    ]
 
 
 def test_a_stability_downgrade_in_the_same_change_softens_nothing():
