@@ -194,6 +194,7 @@ def test_a_sunset_on_an_operation_nobody_deprecated_is_a_warning():
         ({"deprecated": True, "x-sunset": "bad"}, "operation-sunset-invalid", "breaking"),
         ({"x-stability-level": "draft"}, "operation-removed", "warning"),
         ({"x-sunset": "2020-01-01"}, "operation-removed", "breaking"),  # a sunset without deprecation
+        ({"deprecated": "true", "x-sunset": "2020-01-01"}, "operation-removed", "breaking"),  # not a boolean
     ],
 )
 def test_removing_an_operation_is_graded_by_its_base_lifecycle(base, kind, level):

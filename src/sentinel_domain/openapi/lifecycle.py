@@ -131,8 +131,9 @@ class Lifecycle:
     def _sunset(self, o: dict[str, Any], n: dict[str, Any], level: str, add: Any, where: str) -> None:
         o_date, _o_problem = sunset(o)
         n_date, n_problem = sunset(n)
-        deprecated_now = bool(n.get("deprecated"))
-        newly = deprecated_now and not o.get("deprecated")
+        # Only a real `true` deprecates: a string "false" must not count as a promise of removal.
+        deprecated_now = n.get("deprecated") is True
+        newly = deprecated_now and o.get("deprecated") is not True
         if n_problem and (newly or _raw(o, SUNSET) != _raw(n, SUNSET)):
             add("operation-sunset-invalid", True, where, f"revision: {n_problem}")
             return
@@ -169,7 +170,7 @@ class Lifecycle:
         level, _problem = stability(base)
         if level in UNSTABLE:
             return "operation-removed", WARNING, f"softened: base stability {level}"
-        if not base.get("deprecated"):
+        if base.get("deprecated") is not True:
             return "operation-removed", BREAKING, ""
         when, problem = sunset(base)
         if problem:
