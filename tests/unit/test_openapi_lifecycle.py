@@ -204,6 +204,15 @@ def test_removing_an_operation_is_graded_by_its_base_lifecycle(base, kind, level
     assert [(c.kind, c.level) for c in operation.changes] == [(kind, level)]
 
 
+def test_an_unreadable_level_on_a_removed_operation_is_said_and_softens_nothing():
+    (change,) = diff_openapi(document({"x-stability-level": "ga"}), {"openapi": "3.0.3", "paths": {}}).changes
+    assert change.kind == "operation-removed" and change.breaking
+    assert (
+        change.detail
+        == 'base x-stability-level: "ga" is not one of draft, alpha, beta, stable; read as stable'
+    )
+
+
 def test_a_removal_after_a_sunset_needs_the_reference_date():
     before = document({"deprecated": True, "x-sunset": "2000-01-01"})
     (change,) = diff_openapi(before, {"openapi": "3.0.3", "paths": {}}).changes

@@ -167,11 +167,15 @@ class Lifecycle:
 
     def removed(self, base: dict[str, Any]) -> tuple[str, str, str]:
         """How removing an operation is graded, from the base alone: (kind, level, detail)."""
-        level, _problem = stability(base)
+        level, problem = stability(base)
         if level in UNSTABLE:
             return "operation-removed", WARNING, f"softened: base stability {level}"
         if base.get("deprecated") is not True:
-            return "operation-removed", BREAKING, ""
+            return (
+                "operation-removed",
+                BREAKING,
+                f"base {STABILITY}: {problem}; read as stable" if problem else "",
+            )
         when, problem = sunset(base)
         if problem:
             return "operation-sunset-invalid", BREAKING, f"removed; base: {problem}"
