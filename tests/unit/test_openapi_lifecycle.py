@@ -421,3 +421,30 @@ def test_document_options_belong_to_document_rules_only(extra):
 def test_malformed_rule_options_are_refused(extra):
     with pytest.raises(ValidationError):
         DerivationRule.model_validate({"openapi": "api", "policy_id": "unit-tests", **extra})
+
+
+def test_a_candidate_measures_sunsets_from_the_service_clock() -> None:
+    """The core has no clock: the use cases hand derivation the service's date, so a deprecation whose sunset
+    lies a year after the world's clock (2026-11-29) owes no breaking review, where derivation without a
+    reference date would have to call it breaking."""
+    from sentinel_domain.derivation import derive
+    from sentinel_domain.models import CandidateRequest, Change, ProjectConfig
+    from support.world import CONFIG, PROJECT, REQUESTER, World
+
+    rule = {"openapi": "api", "policy_id": "lint", "per": "document", "when": "breaking", "scope": "api"}
+    config = dict(CONFIG, derivation_rules=[*CONFIG["derivation_rules"], rule])
+    world = World(config=config)
+    before = document({})
+    after = document({"deprecated": True, "x-sunset": "2027-12-01"})
+    change = {"files": ["api/openapi.json"], "openapi": [{"name": "api", "before": before, "after": after}]}
+    body = {"subject": "payments", "base_revision": "a" * 40, "revision": "b" * 40, "environment": "staging"}
+    # Given a change that deprecates an operation with a sunset a year away
+    # When a candidate is created for it at the service clock
+    created = world.gate.create_candidate(
+        PROJECT, REQUESTER, CandidateRequest.model_validate({**body, "change": change}), None
+    ).as_json()
+    # Then no breaking-change obligation was derived for the document
+    assert not [o for o in created["obligations"] if o["scope"] == "api"], created["obligations"]
+    # And without a reference date the same change would owe it (the rule measures nothing it cannot)
+    undated = derive(Change.model_validate(change), ProjectConfig.model_validate(config))
+    assert [o for o in undated if o["scope"] == "api"]

@@ -75,7 +75,7 @@ def create_candidate(
                 f"environment {request.environment} is not one of the "
                 f"project's: {', '.join(config.environments)}",
             )
-        obligations = derive(request.change, config)
+        obligations = derive(request.change, config, chain.clock.now().date())
         if len(obligations) > MAX_OBLIGATIONS:
             raise Refusal(
                 "TOO_MANY_OBLIGATIONS",
@@ -144,7 +144,7 @@ def add_change_context(
         _pstream, pstate = chain.project(project)
         config = chain.config(pstate)
         stream, state = chain.candidate(project, candidate_id)
-        derived = derive(request.change, config)
+        derived = derive(request.change, config, chain.clock.now().date())
         added = [o for o in derived if o["obligation_id"] not in state.obligations]
         if len(state.obligations) + len(added) > MAX_OBLIGATIONS:
             raise Refusal(
