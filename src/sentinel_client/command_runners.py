@@ -90,7 +90,11 @@ NON_RUNNERS = frozenset(
     javac java mvn gradle dotnet tsc eslint prettier jest vitest mocha cmake ninja gcc g++ cc clang clang++
     ld ar strip nm objdump readelf ldd patch iconv envsubst gettext mktemp install truncate shred sync
     history hash read wait jobs fg bg disown umask ulimit shopt set unset shift getopts exit return break
-    continue let local declare typeset readonly export printf: tput clear reset stty""".split()
+    continue let local declare typeset readonly export printf: tput clear reset stty
+    write-output write-host write echo get-childitem gci get-content gc select-string sls out-null out-host
+    out-string format-table ft format-list fl measure-object measure get-location gl test-path resolve-path
+    join-path split-path get-item gi get-date get-command gcm where-object select-object sort-object
+    convertto-json convertfrom-json get-process gps""".split()
 )
 
 
@@ -154,12 +158,10 @@ class RunnerAnalysis:
                 inner_directory = _change_directory("cd", [value] if value else [], inner_directory)
             if name == "env" and option in ("-i", "--ignore-environment", "-"):
                 assignments = [*assignments, Word("__SENTINEL_ENV_CLEARED=1")]
+        index += operands
         if name == "flock" and index < len(words) and words[index].text in ("-c", "--command"):
             self.string_command(name, "-c", words[index + 1] if index + 1 < len(words) else None, [], directory, taint)
             return directory
-        if name == "taskset" and index < len(words) and words[index - 1].text in ("-c", "--cpu-list"):
-            operands = 0 if index < len(words) and not re.fullmatch(r"[0-9a-fx,-]+", words[index].text) else 1
-        index += operands
         inner = words[index:]
         if not inner:
             return directory
@@ -183,13 +185,14 @@ class RunnerAnalysis:
         """su/runuser/script/tmux: the command string after one of their options."""
         options = _STRING_RUNNERS[name]
         for index, word in enumerate(words[1:], start=1):
-            if word.text.partition("=")[0] in options:
+            clustered = name != "tmux" and re.fullmatch(r"-[a-zA-Z]+c", word.text) is not None
+            if word.text.partition("=")[0] in options or ("-c" in options and clustered):
                 inline = word.text.partition("=")[2]
                 value = Word(inline, word.dynamic) if inline else (words[index + 1] if index + 1 < len(words) else None)
                 if name == "tmux":
                     rest = [w for w in words[index + 1 :] if not w.text.startswith("-")]
                     value = rest[-1] if rest else None
-                self.string_command(name, word.text, value, [], directory, taint)
+                self.string_command(name, "-c" if clustered else word.text, value, [], directory, taint)
                 return
         self.unknown_program(words, directory, taint)
 
@@ -354,6 +357,8 @@ class RunnerAnalysis:
             text = words[index].text
             if text == "-I" and index + 1 < len(words):
                 replace = words[index + 1].text
+            elif text.startswith("-I") and len(text) > 2:
+                replace = text[2:]
             elif text.startswith(("-i", "--replace")):
                 replace = text.partition("=")[2] or "{}"
             index += 2 if text in value_options else 1
@@ -406,13 +411,14 @@ class RunnerAnalysis:
     def unknown_program(self, words: list[Word], directory: str | None, taint: tuple[str, ...]) -> None:
         """A program followed by a release is judged as that release; an argument holding shell text with
         a release is hidden."""
-        self.generic(words, directory, taint)
         for index, word in enumerate(words[1:], start=1):
             if word.dynamic or word.text.startswith("-"):
                 continue
             if self.runs_commands(posixpath.basename(word.text)):
+                # Judged as the command it runs, at the commit that command acts on (never at HEAD).
                 self.simple(words[index:], [], False, False, directory, taint)
                 return
+        self.generic(words, directory, taint)
         for word in words[1:]:
             if not word.dynamic and (" " in word.text or ";" in word.text) and self.mentions_runner(word.text):
                 self.nested(word.text, directory, taint, f"an argument of {words[0].text}")

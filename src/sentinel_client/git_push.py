@@ -148,7 +148,7 @@ def _expand(spec: str, options: _Options, facts: RepoFacts | None, plan: PushPla
     source, colon, destination = value.partition(":")
     if options.delete:
         source, destination = "", value
-    elif not colon:
+    elif not colon or not destination:
         destination = source
     if "*" in value:
         if facts is None or stale:
@@ -180,13 +180,14 @@ def plan_push(args: Sequence[Word], facts: RepoFacts | None, stale: bool = False
     options = _read_options(args)
     plan = PushPlan(dry_run=options.dry_run)
     positionals = options.positionals
-    if options.repo is not None:
-        plan.remote = options.repo
-    elif positionals:
+    # A repository argument wins over --repo (git's documentation), and refspecs follow it.
+    if positionals:
         plan.remote = positionals[0].text
+    elif options.repo is not None:
+        plan.remote = options.repo
     elif facts is not None and not stale:
         plan.remote = default_remote(facts)
-    refspecs = [word.text for word in positionals[1 if options.repo is None else 0 :]]
+    refspecs = [word.text for word in positionals[1:]]
     if not refspecs or options.every or options.tags:
         plan.explicit = False
         if facts is None or stale:

@@ -186,7 +186,8 @@ class GitAnalysis:
         except ValueError:
             self.hide(f"the git alias {sub.text} cannot be read", expansion)
             return
-        self.simple([*prefix, *expanded, *args], assignments, False, False, directory, (*taint, "git alias"))
+        # Judged like the command it stands for; an alias of an alias is bounded by the nesting depth.
+        self.simple([*prefix, *expanded, *args], assignments, False, False, directory, taint)
 
     def git_push(self, sub: str, words: list[Word], args: list[Word], context: Release,
                  facts: RepoFacts | None, taint: tuple[str, ...]) -> None:

@@ -67,16 +67,15 @@ class GitRepository:
             if entry:
                 name, _, value = entry.partition("\n")
                 config.setdefault(_normal_key(name), []).append(value)
-        head = self._run(directory, options, env, "symbolic-ref", "--quiet", "HEAD")
-        refs = self._run(directory, options, env, "for-each-ref", "--format=%(refname)")
-        inside = self._run(directory, options, env, "rev-parse", "--git-dir")
-        if head is None or refs is None or inside is None or refs[0] != 0:
+        # One call for every local ref and the one HEAD points at (`*`); it fails outside a repository.
+        refs = self._run(directory, options, env, "for-each-ref", "--format=%(HEAD)%(refname)")
+        if refs is None or refs[0] != 0:
             return RepoFacts(config=config, head=None, refs=(), repository=False)
+        lines = [line for line in refs[1].splitlines() if len(line) > 1]
         return RepoFacts(
             config=config,
-            head=head[1].strip() if head[0] == 0 else None,
-            refs=tuple(line for line in refs[1].splitlines() if line),
-            repository=inside[0] == 0,
+            head=next((line[1:] for line in lines if line[0] == "*"), None),
+            refs=tuple(line[1:] for line in lines),
         )
 
     def rev_parse(

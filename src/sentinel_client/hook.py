@@ -21,7 +21,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .ci_gate import GATE_ERROR, gate
 from .hook_events import MAX_EVENT_BYTES, Context, run_hook
 from .hook_messages import EXIT_BLOCK, NEXT_STEP_ERROR, _block, _one_line
 from .managed_settings import DEFAULT_SETTINGS_PATH
@@ -72,6 +71,8 @@ def _hook_arguments(args: list[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["gate"]:
+        from .ci_gate import GATE_ERROR, gate
+
         try:
             code, out, err = gate(args[1:])
         except SystemExit:  # argparse printed usage or help: never the code of "ready"

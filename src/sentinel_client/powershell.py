@@ -29,7 +29,6 @@ _RUNS_CODE = frozenset(
     "register-scheduledjob new-pssession enter-pssession invoke-restmethod_alias".split()
 )
 _VARIABLE = re.compile(r"\$(?:env:)?[A-Za-z_][A-Za-z0-9_:]*|\$\{[^}]*\}|\$\(|\$[?$^_]")
-_ENV_ASSIGNMENT = re.compile(r"\$env:([A-Za-z_][A-Za-z0-9_]*)\s*=\s*")
 
 
 class PowerShellSyntax(ValueError):
@@ -116,6 +115,8 @@ def _word(text: str, index: int) -> tuple[Word, int]:
         if char == "`":
             if index + 1 >= len(text):
                 raise PowerShellSyntax("a backtick at the end")
+            if text[index + 1] in "\r\n":
+                break  # a line continuation ends the word
             out.append(_ESCAPES.get(text[index + 1], text[index + 1]))
             quoted = True
             index += 2
@@ -208,40 +209,34 @@ Statement = tuple[list[Word], bool, "tuple[str, str | None] | None", list[Word]]
 def _statements(command: str) -> list[Statement]:
     """Simple commands: (words, fed by a pipe, an `$env:` assignment, files it redirects into)."""
     out: list[Statement] = []
-    for line in re.split(r"(?<=[\n;])", command):
-        assignment = _ENV_ASSIGNMENT.match(line.strip())
-        if assignment:
-            value = _value(line.strip()[assignment.end() :].rstrip(";\n \t"))
-            out.append(([], False, (assignment.group(1), value), []))
+    words: list[Word] = []
+    targets: list[Word] = []
+    piped = redirecting = False
+    for token in [*tokenize_powershell(command), "\n"]:
+        if isinstance(token, Word):
+            (targets if redirecting else words).append(token)
+            redirecting = False
             continue
-        if line.strip().startswith("$"):
-            raise PowerShellSyntax("variable assignments other than $env:NAME = 'literal' are outside the subset")
-        words: list[Word] = []
-        targets: list[Word] = []
-        piped = redirecting = False
-        for token in tokenize_powershell(line):
-            if isinstance(token, Word):
-                (targets if redirecting else words).append(token)
-                redirecting = False
-                continue
-            if token == "&call":
-                if words:
-                    raise PowerShellSyntax("& inside a command")
-                continue
-            if isinstance(token, str) and token.startswith("redirect:"):
-                redirecting = not token.endswith(("&1", "&2"))
-                continue
+        if token == "&call":
+            if words:
+                raise PowerShellSyntax("& inside a command")
+            continue
+        if isinstance(token, str) and token.startswith("redirect:"):
+            redirecting = not token.endswith(("&1", "&2"))
+            continue
+        if words and words[0].text.startswith("$"):
+            out.append(([], False, _assignment(words), []))
+        else:
             out.append((words, piped, None, targets))
-            words, targets, piped = [], [], token == "|"
-        out.append((words, piped, None, targets))
+        words, targets, piped = [], [], token == "|"
     return out
 
 
-def _value(text: str) -> str | None:
-    try:
-        tokens = tokenize_powershell(text)
-    except PowerShellSyntax:
-        return None
-    if len(tokens) == 1 and isinstance(tokens[0], Word) and not tokens[0].dynamic:
-        return tokens[0].text
-    return None
+def _assignment(words: list[Word]) -> tuple[str, str | None]:
+    """`$env:NAME = 'value'`: the variable and its literal value (None when computed at run time)."""
+    joined = "".join(word.text for word in words)
+    match = re.fullmatch(r"\$env:([A-Za-z_][A-Za-z0-9_]*)=(.*)", joined, re.DOTALL)
+    if match is None or len(words) > 3:
+        raise PowerShellSyntax("variable assignments other than $env:NAME = 'literal' are outside the subset")
+    value = match.group(2)
+    return match.group(1), None if "$" in value else value

@@ -45,6 +45,9 @@ _READ_ONLY = frozenset(
     """cat less more head tail grep egrep fgrep rg ag ls stat file wc diff cmp md5sum sha1sum sha256sum
     sha512sum tree du realpath readlink basename dirname test [ echo printf jq od xxd hexdump strings git""".split()
 )
+# Commands that change neither files nor git's state (git judges its own subcommands).
+_KEEPS_STATE = frozenset({"git", "true", "false", ":", "cd", "pushd", "popd", "pwd", "sleep", "wait", "which", "type",
+                          "set-location", "sl", "chdir", "get-childitem", "write-output", "write-host"})
 _HTTP_CLIENTS = {"curl": curl, "curl.exe": curl, "wget": wget, "wget2": wget}
 _HTTPIE = frozenset({"http", "https", "httpie", "xh", "xhs"})
 _POWERSHELL_WEB = frozenset({"invoke-restmethod", "invoke-webrequest", "irm", "iwr"})
@@ -179,7 +182,15 @@ class _Analyser(RunnerAnalysis, GitAnalysis, ScriptAnalysis):
             self.record_exports(assignments)
             return directory
         stdin_fed = piped_in or any(r.op in _STDIN_REDIRECTS and r.target.text != "0" for r in redirects)
-        return self.simple(rest, assignments, stdin_fed, detached, directory, taint)
+        after = self.simple(rest, assignments, stdin_fed, detached, directory, taint)
+        head = next((w for w in rest if w.quoted or w.dynamic or w.text not in _KEYWORDS), None)
+        name = posixpath.basename(head.text).lower() if head is not None else ""
+        writes = any(r.op in _WRITE_REDIRECTS and not r.target.text.isdigit() and r.target.text != "/dev/null"
+                     for r in redirects)
+        if writes or head is None or head.dynamic or (name not in _READ_ONLY and name not in _KEEPS_STATE):
+            # Its effects (a config file, a moved ref) are what the commands after it see.
+            self.stale = True
+        return after
 
     def write_target(self, target: Word, directory: str | None, words: list[Word]) -> None:
         path = target.text if directory is None else posixpath.normpath(posixpath.join(directory, target.text))

@@ -92,6 +92,7 @@ class ScriptAnalysis:
 
     def make(self, words: list[Word], directory: str | None, taint: tuple[str, ...]) -> None:
         """`make [-C DIR] [-f FILE] [TARGET...]`: the recipes of the targets and of what they depend on."""
+        self.generic(words, directory, taint)  # `make release` may itself match a release pattern
         makefiles: list[Word] = []
         targets: list[str] = []
         variables: dict[str, str] = {}
@@ -158,6 +159,7 @@ class ScriptAnalysis:
         self, words: list[Word], name: str, directory: str | None, taint: tuple[str, ...]
     ) -> None:
         """`npm run X`, `npm test`, `yarn X`, `pnpm X`, `bun run X`: the scripts of package.json."""
+        self.generic(words, directory, taint)  # `npm publish` is a release pattern of its own
         positionals = [w for w in words[1:] if not w.text.startswith("-")]
         if any(w.dynamic for w in positionals[:2]):
             self.hide(f"{name} with a script computed at run time", words)
@@ -180,7 +182,6 @@ class ScriptAnalysis:
         ):
             script = verbs[0]
         if script is None:
-            self.generic(words, directory, taint)
             return
         path = self._path(Word("package.json"), directory)
         if path is not None and not os.path.lexists(path):
