@@ -146,6 +146,8 @@ def _word(text: str, index: int) -> tuple[Word, int]:
             dynamic = True
             out.append(char)
             index += 1
+        elif char == "@" and index == start:
+            raise PowerShellSyntax("@ (splatting, arrays, hashtables) is outside the subset")
         elif char in "[]" and index == start:
             raise PowerShellSyntax("a type literal is outside the subset")
         else:
