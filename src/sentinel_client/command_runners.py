@@ -17,8 +17,13 @@ from .shell_lexer import Word
 # Wrappers that run the command after their options unchanged (value-taking options listed), and, for
 # some, how many operands come before the command (`timeout 5 cmd`, `flock FILE cmd`, `chrt 10 cmd`).
 _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
-    "sudo": (frozenset("-u -g -h -p -C -D -r -t -U -T --user --group --host --prompt --chdir --role --type "
-                       "--other-user --command-timeout --close-from".split()), 0),
+    "sudo": (
+        frozenset(
+            "-u -g -h -p -C -D -r -t -U -T --user --group --host --prompt --chdir --role --type "
+            "--other-user --command-timeout --close-from".split()
+        ),
+        0,
+    ),
     "doas": (frozenset({"-u", "-C"}), 0),
     "nice": (frozenset({"-n", "--adjustment"}), 0),
     "nohup": (frozenset(), 0),
@@ -38,7 +43,10 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "flock": (frozenset({"-w", "--timeout", "-E", "--conflict-exit-code"}), 1),
     "taskset": (frozenset(), 1),
     "chrt": (frozenset(), 1),
-    "numactl": (frozenset("-C -N -m -p -i --cpunodebind --membind --physcpubind --preferred --interleave".split()), 0),
+    "numactl": (
+        frozenset("-C -N -m -p -i --cpunodebind --membind --physcpubind --preferred --interleave".split()),
+        0,
+    ),
     "nsenter": (frozenset("-t -S -G --target --setuid --setgid -w -r --wd --root".split()), 0),
     "unshare": (frozenset(), 0),
     "chroot": (frozenset({"--userspec", "--groups"}), 1),
@@ -49,7 +57,10 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "xvfb-run": (frozenset({"-a", "-n", "-s", "-f", "-e"}), 0),
     "dbus-launch": (frozenset(), 0),
     "sg": (frozenset(), 1),
-    "systemd-run": (frozenset("-p -u --unit --property -E --setenv --uid --gid --slice -M --machine".split()), 0),
+    "systemd-run": (
+        frozenset("-p -u --unit --property -E --setenv --uid --gid --slice -M --machine".split()),
+        0,
+    ),
     "firejail": (frozenset(), 0),
     "proot": (frozenset({"-r", "-b", "-w"}), 0),
     "catchsegv": (frozenset(), 0),
@@ -69,16 +80,49 @@ _STRING_RUNNERS: dict[str, tuple[str, ...]] = {
     "script": ("-c", "--command"),
     "flock": ("-c", "--command"),
     "npx": ("-c", "--call"),
-    "tmux": ("new-session", "new", "new-window", "neww", "send-keys", "send", "split-window", "splitw",
-             "run-shell", "run"),
+    "tmux": (
+        "new-session",
+        "new",
+        "new-window",
+        "neww",
+        "send-keys",
+        "send",
+        "split-window",
+        "splitw",
+        "run-shell",
+        "run",
+    ),
     "screen": ("-X",),
     "ssh": (),
     "docker": (),
     "kubectl": (),
 }
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
-SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "yash", "posh", "csh", "tcsh",
-                    "rbash", "busybox-sh", "ksh93", "oksh", "elvish", "nu", "xonsh", "rc", "es"})
+SHELLS = frozenset(
+    {
+        "sh",
+        "bash",
+        "zsh",
+        "dash",
+        "ksh",
+        "mksh",
+        "ash",
+        "fish",
+        "yash",
+        "posh",
+        "csh",
+        "tcsh",
+        "rbash",
+        "busybox-sh",
+        "ksh93",
+        "oksh",
+        "elvish",
+        "nu",
+        "xonsh",
+        "rc",
+        "es",
+    }
+)
 # Programs known not to run their arguments as commands (they may still write files, which is checked).
 NON_RUNNERS = frozenset(
     """echo printf cat grep egrep fgrep rg ag ack ls dir pwd head tail less more wc sort uniq cut tr diff cmp
@@ -160,7 +204,9 @@ class RunnerAnalysis:
                 assignments = [*assignments, Word("__SENTINEL_ENV_CLEARED=1")]
         index += operands
         if name == "flock" and index < len(words) and words[index].text in ("-c", "--command"):
-            self.string_command(name, "-c", words[index + 1] if index + 1 < len(words) else None, [], directory, taint)
+            self.string_command(
+                name, "-c", words[index + 1] if index + 1 < len(words) else None, [], directory, taint
+            )
             return directory
         inner = words[index:]
         if not inner:
@@ -170,7 +216,12 @@ class RunnerAnalysis:
         return after if name in ("command", "builtin") else directory
 
     def string_command(
-        self, name: str, option: str, value: Word | None, rest: list[Word], directory: str | None,
+        self,
+        name: str,
+        option: str,
+        value: Word | None,
+        rest: list[Word],
+        directory: str | None,
         taint: tuple[str, ...],
     ) -> None:
         if value is None:
@@ -178,17 +229,27 @@ class RunnerAnalysis:
         if value.dynamic:
             self.hide(f"{name} {option} with a command computed at run time", [Word(name), value])
             return
-        text = " ".join([value.text, *(w.text for w in rest)]) if option in ("-S", "--split-string") else value.text
+        text = (
+            " ".join([value.text, *(w.text for w in rest)])
+            if option in ("-S", "--split-string")
+            else value.text
+        )
         self.nested(text, directory, taint, f"{name} {option}", tainted=False)
 
-    def string_runner(self, name: str, words: list[Word], directory: str | None, taint: tuple[str, ...]) -> None:
+    def string_runner(
+        self, name: str, words: list[Word], directory: str | None, taint: tuple[str, ...]
+    ) -> None:
         """su/runuser/script/tmux: the command string after one of their options."""
         options = _STRING_RUNNERS[name]
         for index, word in enumerate(words[1:], start=1):
             clustered = name != "tmux" and re.fullmatch(r"-[a-zA-Z]+c", word.text) is not None
             if word.text.partition("=")[0] in options or ("-c" in options and clustered):
                 inline = word.text.partition("=")[2]
-                value = Word(inline, word.dynamic) if inline else (words[index + 1] if index + 1 < len(words) else None)
+                value = (
+                    Word(inline, word.dynamic)
+                    if inline
+                    else (words[index + 1] if index + 1 < len(words) else None)
+                )
                 if name == "tmux":
                     rest = [w for w in words[index + 1 :] if not w.text.startswith("-")]
                     value = rest[-1] if rest else None
@@ -303,7 +364,9 @@ class RunnerAnalysis:
         if index >= len(words):
             return
         program = words[index]
-        why = "its program is computed at run time" if program.dynamic else code_can_spawn("awk", program.text)
+        why = (
+            "its program is computed at run time" if program.dynamic else code_can_spawn("awk", program.text)
+        )
         if why is not None:
             self.hide(f"{words[0].text} code that can start a process ({why})", words)
 
@@ -349,8 +412,10 @@ class RunnerAnalysis:
             self.nested(" ".join(word.text for word in inner), directory, taint, "watch", tainted=False)
 
     def xargs(self, words: list[Word], directory: str | None, taint: tuple[str, ...]) -> None:
-        value_options = set("-I -L -n -P -s -d -E -a --arg-file --delimiter --max-args --max-lines --max-procs "
-                            "--max-chars --process-slot-var".split())
+        value_options = set(
+            "-I -L -n -P -s -d -E -a --arg-file --delimiter --max-args --max-lines --max-procs "
+            "--max-chars --process-slot-var".split()
+        )
         replace: str | None = None
         index = 1
         while index < len(words) and words[index].text.startswith("-"):
@@ -420,7 +485,11 @@ class RunnerAnalysis:
                 return
         self.generic(words, directory, taint)
         for word in words[1:]:
-            if not word.dynamic and (" " in word.text or ";" in word.text) and self.mentions_runner(word.text):
+            if (
+                not word.dynamic
+                and (" " in word.text or ";" in word.text)
+                and self.mentions_runner(word.text)
+            ):
                 self.nested(word.text, directory, taint, f"an argument of {words[0].text}")
 
 

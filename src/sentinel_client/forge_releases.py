@@ -35,10 +35,40 @@ _GRAPHQL_MUTATIONS = re.compile(
 )
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _GH_VALUE_FLAGS = frozenset(
-    {"-R", "--repo", "--hostname", "-X", "--method", "-H", "--header", "-f", "--raw-field", "-F", "--field",
-     "--input", "-q", "--jq", "-t", "--template", "-p", "--preview", "--cache", "-b", "--body", "--body-file",
-     "--subject", "-A", "--author-email", "--match-head-commit", "-m", "--message", "--squash-message",
-     "--sha", "--ref", "-r"}
+    {
+        "-R",
+        "--repo",
+        "--hostname",
+        "-X",
+        "--method",
+        "-H",
+        "--header",
+        "-f",
+        "--raw-field",
+        "-F",
+        "--field",
+        "--input",
+        "-q",
+        "--jq",
+        "-t",
+        "--template",
+        "-p",
+        "--preview",
+        "--cache",
+        "-b",
+        "--body",
+        "--body-file",
+        "--subject",
+        "-A",
+        "--author-email",
+        "--match-head-commit",
+        "-m",
+        "--message",
+        "--squash-message",
+        "--sha",
+        "--ref",
+        "-r",
+    }
 )
 _GH_COMMANDS = frozenset(
     "auth browse codespace gist issue org pr project release repo cache run workflow alias api attestation "
@@ -66,7 +96,9 @@ class ForgeCall:
 NOTHING = ForgeCall()
 
 
-def _positionals(words: Sequence[Word], value_flags: frozenset[str]) -> tuple[list[Word], dict[str, list[Word]]]:
+def _positionals(
+    words: Sequence[Word], value_flags: frozenset[str]
+) -> tuple[list[Word], dict[str, list[Word]]]:
     """Positional words and flag values, with flags in any position (`gh -R o/r pr merge 1 --admin`)."""
     positionals: list[Word] = []
     flags: dict[str, list[Word]] = {}
@@ -97,7 +129,9 @@ def _bound(flag: list[Word] | None, how: str) -> ForgeCall:
         return ForgeCall(release=True, commit=flag[-1].text.lower())
     if flag and flag[-1].dynamic:
         return ForgeCall(hidden="a merged commit computed at run time")
-    return ForgeCall(release=True, why=f"the forge merges the head it sees, not a commit the gate judged; {how}")
+    return ForgeCall(
+        release=True, why=f"the forge merges the head it sees, not a commit the gate judged; {how}"
+    )
 
 
 def gh_or_glab(name: str, words: Sequence[Word]) -> ForgeCall:
@@ -118,10 +152,20 @@ def gh_or_glab(name: str, words: Sequence[Word]) -> ForgeCall:
         if "--disable-auto" in flags:
             return NOTHING
         option = "--match-head-commit" if name == "gh" else "--sha"
-        return _bound(flags.get(option), f"add {option} <full commit id of the head> so the merge is bound to it")
+        return _bound(
+            flags.get(option), f"add {option} <full commit id of the head> so the merge is bound to it"
+        )
     releasing = {
-        ("release", "create"), ("release", "upload"), ("release", "edit"), ("workflow", "run"), ("run", "rerun"),
-        ("repo", "sync"), ("ruleset", "delete"), ("ci", "run"), ("ci", "trigger"), ("ci", "retry"),
+        ("release", "create"),
+        ("release", "upload"),
+        ("release", "edit"),
+        ("workflow", "run"),
+        ("run", "rerun"),
+        ("repo", "sync"),
+        ("ruleset", "delete"),
+        ("ci", "run"),
+        ("ci", "trigger"),
+        ("ci", "retry"),
     }
     if tuple(verb) in releasing:
         return ForgeCall(release=True, why=f"`{name} {' '.join(verb)}` acts at the forge, on no local commit")
@@ -169,22 +213,84 @@ def _http(method: str | None, urls: Sequence[Word], tool: str, fields: Sequence[
                     [Word(sha[-1].text[4:], sha[-1].dynamic)] if sha else None,
                     "send the head's full commit id as the `sha` field so the merge is bound to it",
                 )
-            return ForgeCall(release=True, why=f"{tool} {method} {path} merges, moves a ref or deploys at the forge")
+            return ForgeCall(
+                release=True, why=f"{tool} {method} {path} merges, moves a ref or deploys at the forge"
+            )
         if url.dynamic and not re.search(r"[a-z0-9]\.[a-z]{2,}/", url.text, re.IGNORECASE):
             return ForgeCall(hidden=f"{tool} {method or '?'} to an address computed at run time")
     return NOTHING
 
 
 _CURL_VALUE = frozenset(
-    {"-X", "--request", "-d", "--data", "--data-raw", "--data-binary", "--data-urlencode", "--data-ascii",
-     "--json", "-F", "--form", "--form-string", "-T", "--upload-file", "-H", "--header", "-o", "--output",
-     "-u", "--user", "-A", "--user-agent", "-e", "--referer", "-b", "--cookie", "-c", "--cookie-jar",
-     "--url", "-m", "--max-time", "--connect-timeout", "-w", "--write-out", "-x", "--proxy", "-K", "--config",
-     "--retry", "-r", "--range", "--cacert", "--cert", "--key", "-E", "-U", "--proxy-user", "-y", "-Y",
-     "--resolve", "--connect-to", "--oauth2-bearer", "-z", "--time-cond"}
+    {
+        "-X",
+        "--request",
+        "-d",
+        "--data",
+        "--data-raw",
+        "--data-binary",
+        "--data-urlencode",
+        "--data-ascii",
+        "--json",
+        "-F",
+        "--form",
+        "--form-string",
+        "-T",
+        "--upload-file",
+        "-H",
+        "--header",
+        "-o",
+        "--output",
+        "-u",
+        "--user",
+        "-A",
+        "--user-agent",
+        "-e",
+        "--referer",
+        "-b",
+        "--cookie",
+        "-c",
+        "--cookie-jar",
+        "--url",
+        "-m",
+        "--max-time",
+        "--connect-timeout",
+        "-w",
+        "--write-out",
+        "-x",
+        "--proxy",
+        "-K",
+        "--config",
+        "--retry",
+        "-r",
+        "--range",
+        "--cacert",
+        "--cert",
+        "--key",
+        "-E",
+        "-U",
+        "--proxy-user",
+        "-y",
+        "-Y",
+        "--resolve",
+        "--connect-to",
+        "--oauth2-bearer",
+        "-z",
+        "--time-cond",
+    }
 )
-_CURL_DATA = ("-d", "--data", "--data-raw", "--data-binary", "--data-urlencode", "--data-ascii", "--json",
-              "-F", "--form", "--form-string")
+_CURL_DATA = (
+    "-d",
+    "--data",
+    "--data-raw",
+    "--data-binary",
+    "--data-urlencode",
+    "--data-ascii",
+    "--json",
+    "-F",
+    "--form",
+    "--form-string",
+)
 
 
 def curl(words: Sequence[Word]) -> ForgeCall:
@@ -203,9 +309,32 @@ def curl(words: Sequence[Word]) -> ForgeCall:
 
 
 _WGET_VALUE = frozenset(
-    {"--method", "--post-data", "--post-file", "--body-data", "--body-file", "--header", "-O",
-     "--output-document", "-o", "--output-file", "-U", "--user-agent", "--user", "--password", "-e",
-     "--execute", "-i", "--input-file", "-T", "--timeout", "-t", "--tries", "-P", "--directory-prefix"}
+    {
+        "--method",
+        "--post-data",
+        "--post-file",
+        "--body-data",
+        "--body-file",
+        "--header",
+        "-O",
+        "--output-document",
+        "-o",
+        "--output-file",
+        "-U",
+        "--user-agent",
+        "--user",
+        "--password",
+        "-e",
+        "--execute",
+        "-i",
+        "--input-file",
+        "-T",
+        "--timeout",
+        "-t",
+        "--tries",
+        "-P",
+        "--directory-prefix",
+    }
 )
 
 
@@ -223,8 +352,10 @@ _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"
 
 def httpie(name: str, words: Sequence[Word]) -> ForgeCall:
     """HTTPie and xh: `http [METHOD] URL [items]`; data items (`a=b`, `a:=b`, `a@file`) make it a POST."""
-    positionals, _flags = _positionals(words[1:], frozenset({"-a", "--auth", "-A", "--auth-type", "-o",
-                                                            "--output", "--session", "--verify", "--cert"}))
+    positionals, _flags = _positionals(
+        words[1:],
+        frozenset({"-a", "--auth", "-A", "--auth-type", "-o", "--output", "--session", "--verify", "--cert"}),
+    )
     if not positionals:
         return NOTHING
     method: str | None = None
@@ -252,8 +383,12 @@ def powershell_web(words: Sequence[Word]) -> ForgeCall:
         positionals.append(word)
         index += 1
     method_word = flags.get("-method")
-    method = None if method_word is not None and method_word.dynamic else (
-        method_word.text.upper() if method_word is not None else ("POST" if "-body" in flags else "GET")
+    method = (
+        None
+        if method_word is not None and method_word.dynamic
+        else (
+            method_word.text.upper() if method_word is not None else ("POST" if "-body" in flags else "GET")
+        )
     )
     urls = [flags[key] for key in ("-uri", "-url") if key in flags] + positionals[:1]
     return _http(method, urls, words[0].text)

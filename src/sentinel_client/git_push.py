@@ -82,7 +82,11 @@ def _read_options(args: Sequence[Word]) -> _Options:
 
 
 def _branch(facts: RepoFacts) -> str | None:
-    return facts.head.removeprefix("refs/heads/") if facts.head and facts.head.startswith("refs/heads/") else None
+    return (
+        facts.head.removeprefix("refs/heads/")
+        if facts.head and facts.head.startswith("refs/heads/")
+        else None
+    )
 
 
 def default_remote(facts: RepoFacts | None) -> str:
@@ -97,7 +101,12 @@ def default_remote(facts: RepoFacts | None) -> str:
 
 def _configured_refspecs(facts: RepoFacts, remote: str, options: _Options) -> tuple[list[str], str | None]:
     """The refspecs a push without any on its command line uses; (refspecs, why unknown)."""
-    if options.every == "mirror" or (facts.get(f"remote.{remote}.mirror") or "").lower() in ("true", "yes", "on", "1"):
+    if options.every == "mirror" or (facts.get(f"remote.{remote}.mirror") or "").lower() in (
+        "true",
+        "yes",
+        "on",
+        "1",
+    ):
         return [], _EVERYTHING
     specs: list[str] = []
     if options.every == "branches":
@@ -165,7 +174,9 @@ def _expand(spec: str, options: _Options, facts: RepoFacts | None, plan: PushPla
     if destination in ("HEAD", "@") or (not colon and source in ("HEAD", "@")):
         branch = _branch(facts) if facts is not None and not stale else None
         if branch is None:
-            plan.unknown = f"the hook cannot tell which branch {spec} updates (not a git repository, or not on a branch)"
+            plan.unknown = (
+                f"the hook cannot tell which branch {spec} updates (not a git repository, or not on a branch)"
+            )
             return
         destination = f"refs/heads/{branch}"
     if not source:

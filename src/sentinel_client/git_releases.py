@@ -37,7 +37,9 @@ CODE_KEYS = re.compile(
     r"|init\.templatedir|protocol\..*allow|remote\..+\.(?:receivepack|uploadpack|vcs)|uploadpack\..+hook"
     r"|difftool\..+\.cmd|mergetool\..+\.cmd|sendemail\..+cmd|.*\.sshcommand|http\..*cookiefile|core\.worktree"
 )
-_HARMLESS_VALUES = frozenset({"", "cat", "true", "false", ":", "less", "more", "less -r", "less -R", "vi", "vim"})
+_HARMLESS_VALUES = frozenset(
+    {"", "cat", "true", "false", ":", "less", "more", "less -r", "less -R", "vi", "vim"}
+)
 # Options that make git run a program of the command's choosing, per subcommand.
 _PROGRAM_OPTIONS: dict[str, frozenset[str]] = {
     "push": frozenset({"--receive-pack", "--exec"}),
@@ -52,40 +54,112 @@ _PROGRAM_OPTIONS: dict[str, frozenset[str]] = {
     "difftool": frozenset({"-x", "--extcmd"}),
     "mergetool": frozenset(),
 }
-_VALUE_GLOBALS = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env",
-                            "--super-prefix", "--attr-source", "--list-cmds"})
+_VALUE_GLOBALS = frozenset(
+    {
+        "-C",
+        "-c",
+        "--git-dir",
+        "--work-tree",
+        "--namespace",
+        "--config-env",
+        "--super-prefix",
+        "--attr-source",
+        "--list-cmds",
+    }
+)
 # git's own commands: anything else may be an alias, which is resolved.
 GIT_COMMANDS = frozenset(
     """
-add am annotate apply archive bisect blame branch bugreport bundle cat-file check-attr check-ignore check-mailmap
-check-ref-format checkout checkout-index cherry cherry-pick citool clean clone column commit commit-graph
-commit-tree config count-objects credential describe diagnose diff diff-files diff-index diff-tree difftool
-fast-export fast-import fetch fetch-pack filter-branch fmt-merge-msg for-each-ref for-each-repo format-patch
-fsck gc get-tar-commit-id grep gui hash-object help hook index-pack init instaweb interpret-trailers log
-ls-files ls-remote ls-tree mailinfo mailsplit maintenance merge merge-base merge-file merge-index merge-tree
-mergetool mktag mktree multi-pack-index mv name-rev notes pack-objects pack-redundant pack-refs
-patch-id prune prune-packed pull push range-diff read-tree rebase reflog remote repack replace
-request-pull rerere reset restore rev-list rev-parse revert rm send-email send-pack shortlog show
-show-branch show-index show-ref sparse-checkout stage stash status stripspace submodule switch
-symbolic-ref tag unpack-file unpack-objects update-index update-ref update-server-info var verify-commit
-verify-pack verify-tag version whatchanged worktree write-tree lfs
+add am annotate apply archive bisect blame branch bugreport bundle cat-file check-attr check-ignore
+check-mailmap check-ref-format checkout checkout-index cherry cherry-pick citool clean clone column
+commit commit-graph commit-tree config count-objects credential describe diagnose diff diff-files
+diff-index diff-tree difftool fast-export fast-import fetch fetch-pack filter-branch fmt-merge-msg
+for-each-ref for-each-repo format-patch fsck gc get-tar-commit-id grep gui hash-object help hook
+index-pack init instaweb interpret-trailers log ls-files ls-remote ls-tree mailinfo mailsplit
+maintenance merge merge-base merge-file merge-index merge-tree mergetool mktag mktree
+multi-pack-index mv name-rev notes pack-objects pack-redundant pack-refs patch-id prune prune-packed
+pull push range-diff read-tree rebase reflog remote repack replace request-pull rerere reset restore
+rev-list rev-parse revert rm send-email send-pack shortlog show show-branch show-index show-ref
+sparse-checkout stage stash status stripspace submodule switch symbolic-ref tag unpack-file
+unpack-objects update-index update-ref update-server-info var verify-commit verify-pack verify-tag
+version whatchanged worktree write-tree lfs
 """.split()
 )
 # Commands that leave branches, HEAD and config as they were: a later push in the line still sees them.
 _KEEPS_STATE = frozenset(
-    """status log show diff rev-parse ls-files ls-tree cat-file grep blame describe shortlog show-ref
-    for-each-ref rev-list add rm mv restore diff-tree diff-files diff-index merge-base name-rev help version var
-    check-ignore check-attr count-objects fsck verify-commit whatchanged format-patch archive ls-remote stage
-    apply clean gc prune stripspace hash-object push send-pack cherry range-diff annotate show-branch
-    check-ref-format""".split()
+    """
+status log show diff rev-parse ls-files ls-tree cat-file grep blame describe shortlog show-ref
+for-each-ref rev-list add rm mv restore diff-tree diff-files diff-index merge-base name-rev help
+version var check-ignore check-attr count-objects fsck verify-commit whatchanged format-patch
+archive ls-remote stage apply clean gc prune stripspace hash-object push send-pack cherry range-diff
+annotate show-branch check-ref-format
+""".split()
 )
-_CONFIG_READS = frozenset({"--get", "--get-all", "--get-regexp", "--get-urlmatch", "--list", "-l", "get", "list",
-                           "--show-origin", "--name-only", "--get-color", "--get-colorbool"})
+_CONFIG_READS = frozenset(
+    {
+        "--get",
+        "--get-all",
+        "--get-regexp",
+        "--get-urlmatch",
+        "--list",
+        "-l",
+        "get",
+        "list",
+        "--show-origin",
+        "--name-only",
+        "--get-color",
+        "--get-colorbool",
+    }
+)
+
+
+def _environment_problem(env: dict[str, str | None]) -> str | None:
+    """Why the environment a git command gets makes git run a program of the command's choosing."""
+    for name, value in env.items():
+        if _GIT_PROGRAM_VARIABLES.fullmatch(name) and (
+            value is None or value.strip() not in _HARMLESS_VALUES
+        ):
+            return f"{name} makes git run a program"
+        if name.startswith("GIT_CONFIG_KEY_") and harmful(
+            value or "", env.get("GIT_CONFIG_VALUE_" + name[15:])
+        ):
+            return f"GIT_CONFIG_KEY sets {value}, which makes git run a program"
+    return None
+
+
+def _global_options(
+    words: list[Word], directory: str | None
+) -> tuple[int, list[str], str | None, bool, str | None]:
+    """git's global options: (index of the subcommand, options for git, directory, whether the repository
+    is computed at run time, why they make git run a program)."""
+    index, options, dynamic = 1, [], False
+    while index < len(words) and words[index].text.startswith("-"):
+        word = words[index]
+        option, has_inline, inline = word.text.partition("=")
+        takes_value = option in _VALUE_GLOBALS and not has_inline
+        value = words[index + 1] if takes_value and index + 1 < len(words) else Word(inline, word.dynamic)
+        if option == "-C":
+            directory = None if value.dynamic else _change_directory("cd", [value], directory)
+        elif option in ("-c", "--config-env"):
+            key, _, setting = value.text.partition("=")
+            if value.dynamic or harmful(key, None if option == "--config-env" else setting):
+                return index, options, directory, dynamic, f"git {option} {key} makes git run a program"
+            options += [option, value.text]
+        elif option in ("--git-dir", "--work-tree", "--namespace", "--bare"):
+            dynamic = dynamic or value.dynamic
+            options.append(f"{option}={value.text}" if option != "--bare" else option)
+        elif option == "--exec-path" and has_inline:
+            return index, options, directory, dynamic, "git --exec-path runs git's commands from elsewhere"
+        index += 2 if takes_value else 1
+    return index, options, directory, dynamic, None
 
 
 def harmful(key: str, value: str | None) -> bool:
-    return bool(CODE_KEYS.fullmatch(key)) and (value is None or value.strip() not in _HARMLESS_VALUES or
-                                                 key.lower().startswith(("alias.", "include", "core.hookspath")))
+    return bool(CODE_KEYS.fullmatch(key)) and (
+        value is None
+        or value.strip() not in _HARMLESS_VALUES
+        or key.lower().startswith(("alias.", "include", "core.hookspath"))
+    )
 
 
 class GitAnalysis:
@@ -102,76 +176,86 @@ class GitAnalysis:
             env[name.rstrip("+")] = None if word.dynamic else value
         return env
 
-    def git(self, words: list[Word], assignments: list[Word], directory: str | None, taint: tuple[str, ...]) -> None:
+    def git(
+        self, words: list[Word], assignments: list[Word], directory: str | None, taint: tuple[str, ...]
+    ) -> None:
         env = self.command_env(assignments)
-        for name, value in env.items():
-            if _GIT_PROGRAM_VARIABLES.fullmatch(name) and (value is None or value.strip() not in _HARMLESS_VALUES):
-                self.hide(f"{name} makes git run a program", words)
-                return
-        count = env.get("GIT_CONFIG_COUNT")
-        for name, value in env.items():
-            if name.startswith("GIT_CONFIG_KEY_") and harmful(value or "", env.get("GIT_CONFIG_VALUE_" + name[15:])):
-                self.hide(f"GIT_CONFIG_KEY sets {value}, which makes git run a program", words)
-                return
-        index = 1
-        options: list[str] = []
-        dynamic = any(value is None for name, value in env.items() if GIT_ENVIRONMENT.fullmatch(name))
-        while index < len(words) and words[index].text.startswith("-"):
-            word = words[index]
-            option, has_inline, inline = word.text.partition("=")
-            takes_value = option in _VALUE_GLOBALS and not has_inline
-            value = words[index + 1] if takes_value and index + 1 < len(words) else Word(inline, word.dynamic)
-            if option == "-C":
-                directory = None if value.dynamic else _change_directory("cd", [value], directory)
-            elif option in ("-c", "--config-env"):
-                key, _, setting = value.text.partition("=")
-                if value.dynamic or harmful(key, None if option == "--config-env" else setting):
-                    self.hide(f"git {option} {key} makes git run a program", words)
-                    return
-                options += [option, value.text]
-            elif option in ("--git-dir", "--work-tree", "--namespace", "--bare"):
-                dynamic = dynamic or value.dynamic
-                options.append(f"{option}={value.text}" if option != "--bare" else option)
-            elif option == "--exec-path" and has_inline:
-                self.hide("git --exec-path runs git's commands from another directory", words)
-                return
-            index += 2 if takes_value else 1
+        problem = _environment_problem(env)
+        if problem is None:
+            index, options, directory, dynamic, problem = _global_options(words, directory)
+            dynamic = dynamic or any(v is None for k, v in env.items() if GIT_ENVIRONMENT.fullmatch(k))
+        if problem is not None:
+            self.hide(problem, words)
+            return
         if index >= len(words):
             return
         sub, args = words[index], words[index + 1 :]
         if sub.dynamic:
             self.hide("a git subcommand computed at run time", words)
             return
-        git_env = {k: v for k, v in env.items() if v is not None and (GIT_ENVIRONMENT.fullmatch(k) or k.startswith("GIT_"))}
+        git_env = {
+            k: v
+            for k, v in env.items()
+            if v is not None and (GIT_ENVIRONMENT.fullmatch(k) or k.startswith("GIT_"))
+        }
         facts = None if directory is None or dynamic else self.repository.facts(directory, options, git_env)
-        if (count is not None or "GIT_CONFIG_GLOBAL" in env or "GIT_CONFIG_SYSTEM" in env or "GIT_CONFIG" in env) and facts:
+        if (
+            "GIT_CONFIG_COUNT" in env
+            or "GIT_CONFIG_GLOBAL" in env
+            or "GIT_CONFIG_SYSTEM" in env
+            or "GIT_CONFIG" in env
+        ) and facts:
             bad = next((k for k, vs in facts.config.items() for v in vs if harmful(k, v)), None)
             if bad is not None:
                 self.hide(f"the configuration this command points git at sets {bad}", words)
                 return
         runs = _PROGRAM_OPTIONS.get(sub.text, frozenset())
-        if any(w.text.partition("=")[0] in runs or any(w.text.startswith(o) for o in runs if len(o) == 2)
-               for w in args):
+        if any(
+            w.text.partition("=")[0] in runs or any(w.text.startswith(o) for o in runs if len(o) == 2)
+            for w in args
+        ):
             self.hide(f"git {sub.text} with an option that runs a program", words)
             return
         if sub.text not in GIT_COMMANDS:
             self.git_alias(sub, words[:index], args, facts, assignments, directory, taint)
             return
-        context = Release(render(words), directory=directory, git_options=tuple(options),
-                          git_env=tuple(sorted(git_env.items())))
-        handler = {"push": self.git_push, "send-pack": self.git_push, "config": self.git_config,
-                   "merge": self.git_merge, "rebase": self.git_runs, "bisect": self.git_runs,
-                   "submodule": self.git_runs, "filter-branch": self.git_runs, "for-each-repo": self.git_runs,
-                   "worktree": self.git_runs}.get(sub.text)
+        context = Release(
+            render(words),
+            directory=directory,
+            git_options=tuple(options),
+            git_env=tuple(sorted(git_env.items())),
+        )
+        handler = {
+            "push": self.git_push,
+            "send-pack": self.git_push,
+            "config": self.git_config,
+            "merge": self.git_merge,
+            "rebase": self.git_runs,
+            "bisect": self.git_runs,
+            "submodule": self.git_runs,
+            "filter-branch": self.git_runs,
+            "for-each-repo": self.git_runs,
+            "worktree": self.git_runs,
+        }.get(sub.text)
         if handler is not None:
             handler(sub.text, words, args, context, facts, taint)
         elif self.matches(render(words)):
             self.release(_located(context, directory), taint, words)
-        if sub.text not in _KEEPS_STATE and not (sub.text == "config" and any(w.text in _CONFIG_READS for w in args)):
+        if sub.text not in _KEEPS_STATE and not (
+            sub.text == "config" and any(w.text in _CONFIG_READS for w in args)
+        ):
             self.stale = True
 
-    def git_alias(self, sub: Word, prefix: list[Word], args: list[Word], facts: RepoFacts | None,
-                  assignments: list[Word], directory: str | None, taint: tuple[str, ...]) -> None:
+    def git_alias(
+        self,
+        sub: Word,
+        prefix: list[Word],
+        args: list[Word],
+        facts: RepoFacts | None,
+        assignments: list[Word],
+        directory: str | None,
+        taint: tuple[str, ...],
+    ) -> None:
         if facts is None or self.stale:
             self.hide(f"git {sub.text}: an alias the hook cannot resolve here", [*prefix, sub, *args])
             return
@@ -189,8 +273,15 @@ class GitAnalysis:
         # Judged like the command it stands for; an alias of an alias is bounded by the nesting depth.
         self.simple([*prefix, *expanded, *args], assignments, False, False, directory, taint)
 
-    def git_push(self, sub: str, words: list[Word], args: list[Word], context: Release,
-                 facts: RepoFacts | None, taint: tuple[str, ...]) -> None:
+    def git_push(
+        self,
+        sub: str,
+        words: list[Word],
+        args: list[Word],
+        context: Release,
+        facts: RepoFacts | None,
+        taint: tuple[str, ...],
+    ) -> None:
         if any(w.dynamic for w in args if not w.text.startswith("-") or w.dynamic):
             self.hide("a push remote or target computed at run time", words)
             return
@@ -204,29 +295,53 @@ class GitAnalysis:
             (source, destination)
             for source, destination in plan.updates
             if is_protected(destination, self.protected)
-            or self.matches(f"git push {shlex.quote(plan.remote)} {shlex.quote((source or '') + ':' + destination)}")
+            or self.matches(
+                f"git push {shlex.quote(plan.remote)} {shlex.quote((source or '') + ':' + destination)}"
+            )
         ]
         if plan.unknown is not None:
             self.release(_replace(context, unresolved=plan.unknown), taint, words)
         elif not gated:
             return
         elif any(source is None for source, _ in gated):
-            self.release(_replace(context, unresolved="it deletes a protected branch: there is no commit to judge"),
-                         taint, words)
+            self.release(
+                _replace(context, unresolved="it deletes a protected branch: there is no commit to judge"),
+                taint,
+                words,
+            )
         elif self.stale:
-            self.release(_replace(context, unresolved="an earlier command in the same line changes the "
-                                  "repository, so the commit it pushes cannot be known now; run the push on its own"),
-                         taint, words)
+            self.release(
+                _replace(
+                    context,
+                    unresolved="an earlier command in the same line changes the "
+                    "repository, so the commit it pushes cannot be known now; run the push on its own",
+                ),
+                taint,
+                words,
+            )
         else:
             sources = tuple(dict.fromkeys("HEAD" if s in ("@",) else s for s, _ in gated if s))
             self.release(_located(_replace(context, refs=sources), context.directory), taint, words)
 
-    def git_config(self, sub: str, words: list[Word], args: list[Word], context: Release,
-                   facts: RepoFacts | None, taint: tuple[str, ...]) -> None:
+    def git_config(
+        self,
+        sub: str,
+        words: list[Word],
+        args: list[Word],
+        context: Release,
+        facts: RepoFacts | None,
+        taint: tuple[str, ...],
+    ) -> None:
         if any(w.text in _CONFIG_READS for w in args):
             return
         positionals = [w for w in args if not w.text.startswith("-")]
-        if positionals and positionals[0].text in ("set", "unset", "rename-section", "remove-section", "edit"):
+        if positionals and positionals[0].text in (
+            "set",
+            "unset",
+            "rename-section",
+            "remove-section",
+            "edit",
+        ):
             positionals = positionals[1:]
         if any(w.text in ("-e", "--edit", "edit") for w in args):
             self.hide("git config --edit runs an editor", words)
@@ -234,8 +349,15 @@ class GitAnalysis:
         if positionals and (positionals[0].dynamic or harmful(positionals[0].text, None)):
             self.hide(f"git config {positionals[0].text} makes git run a program", words)
 
-    def git_merge(self, sub: str, words: list[Word], args: list[Word], context: Release,
-                  facts: RepoFacts | None, taint: tuple[str, ...]) -> None:
+    def git_merge(
+        self,
+        sub: str,
+        words: list[Word],
+        args: list[Word],
+        context: Release,
+        facts: RepoFacts | None,
+        taint: tuple[str, ...],
+    ) -> None:
         value_options = {"-m", "-F", "--file", "-s", "--strategy", "-X", "--strategy-option", "--into-name"}
         if not self.matches(render(words)):
             return
@@ -257,11 +379,20 @@ class GitAnalysis:
             index += 1
         release = _replace(context, refs=tuple(refs))
         if self.stale:
-            release = _replace(release, unresolved="an earlier command in the same line changes the repository")
+            release = _replace(
+                release, unresolved="an earlier command in the same line changes the repository"
+            )
         self.release(_located(release, context.directory), taint, words)
 
-    def git_runs(self, sub: str, words: list[Word], args: list[Word], context: Release,
-                 facts: RepoFacts | None, taint: tuple[str, ...]) -> None:
+    def git_runs(
+        self,
+        sub: str,
+        words: list[Word],
+        args: list[Word],
+        context: Release,
+        facts: RepoFacts | None,
+        taint: tuple[str, ...],
+    ) -> None:
         """git commands that run a command of the agent's: rebase --exec, bisect run, submodule foreach..."""
         texts = [w.text for w in args]
         directory = context.directory
@@ -273,7 +404,11 @@ class GitAnalysis:
             for index, word in enumerate(args):
                 option, _, inline = word.text.partition("=")
                 if option in ("-x", "--exec"):
-                    code = Word(inline, word.dynamic) if inline else (args[index + 1] if index + 1 < len(args) else None)
+                    code = (
+                        Word(inline, word.dynamic)
+                        if inline
+                        else (args[index + 1] if index + 1 < len(args) else None)
+                    )
                     if code is None or code.dynamic:
                         self.hide("git rebase --exec with a command computed at run time", words)
                     else:

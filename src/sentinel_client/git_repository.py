@@ -38,7 +38,9 @@ class GitRepository:
             return None
         environ = {key: value for key, value in os.environ.items() if key not in _DROPPED}
         environ.update(env)
-        environ.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_PAGER": "cat", "GIT_OPTIONAL_LOCKS": "0"})
+        environ.update(
+            {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_PAGER": "cat", "GIT_OPTIONAL_LOCKS": "0"}
+        )
         try:
             done = subprocess.run(
                 [self.git, "--no-pager", "-C", directory, *options, *args],
@@ -84,7 +86,14 @@ class GitRepository:
         if FULL_COMMIT.fullmatch(ref):
             return ref.lower()
         found = self._run(
-            directory, options, env or {}, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"
+            directory,
+            options,
+            env or {},
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            f"{ref}^{{commit}}",
         )
         if found is None or found[0] != 0:
             return None

@@ -28,7 +28,8 @@ from .managed_settings import DEFAULT_SETTINGS_PATH
 USAGE = """usage: sentinel-hook [--settings FILE]
                                      read a Claude Code hook event on stdin (PreToolUse, Stop,
                                      SubagentStop, TaskCompleted); exit 0 allows, exit 2 denies (reason on
-                                     stderr). Settings come only from FILE (default /etc/sentinel/client.json),
+                                     stderr). Settings come only from FILE (default
+                                     /etc/sentinel/client.json),
                                      owned by root and writable by no one else.
        sentinel-hook gate --revision SHA [--subject S] [--environment E] [--json]
                                      the same decision for CI, from SENTINEL_* variables: exit 0 ready,
@@ -85,7 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings_path = _hook_arguments(args)
     if settings_path is None:
         # Help included: for Claude Code any exit but 2 lets the command run.
-        outcome = _block(f"Sentinel hook: arguments {' '.join(args)!r} are not the hook's (fail closed).\n{USAGE}")
+        outcome = _block(
+            f"Sentinel hook: arguments {' '.join(args)!r} are not the hook's (fail closed).\n{USAGE}"
+        )
     else:
         _deadline(DEADLINE_SECONDS)
         try:

@@ -43,7 +43,12 @@ CLAIMS_DONE = re.compile(
 
 
 # Tools that write files: a write into git's own files would make git run the agent's code.
-_FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
+_FILE_TOOLS = {
+    "Write": "file_path",
+    "Edit": "file_path",
+    "MultiEdit": "file_path",
+    "NotebookEdit": "notebook_path",
+}
 
 
 class Context:
@@ -83,7 +88,9 @@ def _file_write(tool: str, tool_input: dict[str, Any], cwd: str | None) -> Outco
         raise Problem("EVENT_INVALID", f"the {tool} event names no file")
     full = path if path.startswith("/") or not cwd else f"{cwd.rstrip('/')}/{path}"
     if git_internal(full) or git_internal(path):
-        return _hidden_denial(Analysis(hidden=[Hidden(f"a {tool} into git's own files (hooks, config)", path)]))
+        return _hidden_denial(
+            Analysis(hidden=[Hidden(f"a {tool} into git's own files (hooks, config)", path)])
+        )
     return PASS
 
 
@@ -110,7 +117,9 @@ def pre_tool_use(event: dict[str, Any], context: Context) -> Outcome:
         analysis = (
             analyse_command(command, cwd, settings.release_patterns, repository, settings.protected_refs)
             if tool == "Bash"
-            else analyse_powershell(command, cwd, settings.release_patterns, settings.protected_refs, repository)
+            else analyse_powershell(
+                command, cwd, settings.release_patterns, settings.protected_refs, repository
+            )
         )
     else:
         analysis = analyse_mcp(tool, tool_input, cwd, settings.release_patterns)

@@ -62,12 +62,46 @@ SAFE_PYTHON_MODULES = frozenset(
     sys urllib.parse shlex fnmatch""".split()
 )
 _UNSAFE_PYTHON_NAMES = frozenset(
-    {"__import__", "exec", "eval", "compile", "getattr", "setattr", "delattr", "vars", "globals", "locals",
-     "breakpoint", "help", "__builtins__", "memoryview", "input", "license", "credits", "copyright"}
+    {
+        "__import__",
+        "exec",
+        "eval",
+        "compile",
+        "getattr",
+        "setattr",
+        "delattr",
+        "vars",
+        "globals",
+        "locals",
+        "breakpoint",
+        "help",
+        "__builtins__",
+        "memoryview",
+        "input",
+        "license",
+        "credits",
+        "copyright",
+    }
 )
 # sys is allowed for its harmless attributes only: sys.modules reaches `os`, which is always imported.
-_SAFE_SYS = frozenset({"argv", "version", "version_info", "platform", "stdin", "stdout", "stderr", "exit",
-                       "maxsize", "executable", "byteorder", "implementation", "float_info", "path"})
+_SAFE_SYS = frozenset(
+    {
+        "argv",
+        "version",
+        "version_info",
+        "platform",
+        "stdin",
+        "stdout",
+        "stderr",
+        "exit",
+        "maxsize",
+        "executable",
+        "byteorder",
+        "implementation",
+        "float_info",
+        "path",
+    }
+)
 _READ_MODES = frozenset({"r", "rb", "rt", "br", "tr"})
 
 
@@ -80,7 +114,9 @@ def python_can_spawn(code: str) -> str | None:
     sys_names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
-            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            names = (
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            )
             if isinstance(node, ast.ImportFrom) and node.level:
                 return "a relative import"
             for name in names:
@@ -98,8 +134,10 @@ def python_can_spawn(code: str) -> str | None:
         elif isinstance(node, ast.Name) and node.id in _UNSAFE_PYTHON_NAMES:
             return f"it uses {node.id}"
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
-            mode = node.args[1] if len(node.args) > 1 else next(
-                (keyword.value for keyword in node.keywords if keyword.arg == "mode"), None
+            mode = (
+                node.args[1]
+                if len(node.args) > 1
+                else next((keyword.value for keyword in node.keywords if keyword.arg == "mode"), None)
             )
             if mode is not None and not (isinstance(mode, ast.Constant) and mode.value in _READ_MODES):
                 return "it opens a file for writing"
@@ -108,9 +146,27 @@ def python_can_spawn(code: str) -> str | None:
 
 # ---- the others: no parser, so a deny-list of every way out, and an allow-list of modules -------------
 
-_SAFE_NODE_MODULES = frozenset({"path", "util", "assert", "url", "querystring", "crypto", "zlib", "events",
-                                "buffer", "string_decoder", "os", "node:path", "node:util", "node:os"})
-_NODE_PROCESS_SAFE = re.compile(r"\bprocess\s*\.\s*(?:stdout|stderr|argv|env|exit|version|versions|platform|cwd)\b")
+_SAFE_NODE_MODULES = frozenset(
+    {
+        "path",
+        "util",
+        "assert",
+        "url",
+        "querystring",
+        "crypto",
+        "zlib",
+        "events",
+        "buffer",
+        "string_decoder",
+        "os",
+        "node:path",
+        "node:util",
+        "node:os",
+    }
+)
+_NODE_PROCESS_SAFE = re.compile(
+    r"\bprocess\s*\.\s*(?:stdout|stderr|argv|env|exit|version|versions|platform|cwd)\b"
+)
 _NODE_UNSAFE = re.compile(
     r"\b(?:process|global|globalThis|eval|Function|constructor|import|module|Deno|Bun|child_process|spawn"
     r"|exec|execSync|fork|Reflect|Proxy|WebAssembly|fetch|XMLHttpRequest|prototype|__proto__|this|self"
@@ -126,7 +182,9 @@ _SCRIPTING_UNSAFE = re.compile(
     r"|%x|\$\(|&\s*\(|\\x|\\u|\\[0-7]{3}|chr\s*\(|pack\s*\(|->|::",
     re.IGNORECASE,
 )
-_AWK_UNSAFE = re.compile(r"\b(?:system|close|fflush|getline)\b|\||@load|@include|>\s*[\"(a-zA-Z_$]|printf?\b[^;}]*>")
+_AWK_UNSAFE = re.compile(
+    r"\b(?:system|close|fflush|getline)\b|\||@load|@include|>\s*[\"(a-zA-Z_$]|printf?\b[^;}]*>"
+)
 
 
 def node_can_spawn(code: str) -> str | None:

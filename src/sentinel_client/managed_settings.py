@@ -138,7 +138,9 @@ def _read_managed(path: str, owner: int) -> dict[str, object] | None:
 def parse_protected_refs(value: object, where: str) -> list[str]:
     lines = value.splitlines() if isinstance(value, str) else value
     if not isinstance(lines, list) or not all(isinstance(item, str) for item in lines):
-        raise ClientConfigError("INVALID_PROTECTED_REFS", f"{where}: protected_refs must be a list of strings")
+        raise ClientConfigError(
+            "INVALID_PROTECTED_REFS", f"{where}: protected_refs must be a list of strings"
+        )
     refs = [line.strip() for line in lines if line.strip()]
     for ref in refs:
         if not _REF_PATTERN.fullmatch(ref):
@@ -153,7 +155,8 @@ def _added_patterns(value: object, where: str) -> list[str]:
     for pattern in patterns:
         if _NESTED_QUANTIFIER.search(pattern) or len(pattern) > 500:
             raise ClientConfigError(
-                "INVALID_RELEASE_PATTERNS", f"{where}: {pattern!r} nests quantifiers (it could stall the hook)"
+                "INVALID_RELEASE_PATTERNS",
+                f"{where}: {pattern!r} nests quantifiers (it could stall the hook)",
             )
     return patterns
 

@@ -20,7 +20,17 @@ from collections.abc import Sequence
 from .releases import Analysis, Hidden, Repository
 from .shell_lexer import Word
 
-_ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "e": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+_ESCAPES = {
+    "0": "\0",
+    "a": "\a",
+    "b": "\b",
+    "e": "\x1b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+}
 _WORD_END = " \t\r\n;|&<>,(){}"
 _RUNS_CODE = frozenset(
     "invoke-expression iex invoke-command icm start-process saps start start-job sajb start-threadjob "
@@ -106,6 +116,18 @@ def tokenize_powershell(text: str) -> list[object]:
     return tokens
 
 
+def _single_quoted(text: str, index: int) -> tuple[str, int]:
+    """The value of a single-quoted string starting at index (after the quote), and where it ends."""
+    end = index
+    while True:
+        end = text.find("'", end)
+        if end < 0:
+            raise PowerShellSyntax("unterminated single-quoted string")
+        if text[end + 1 : end + 2] != "'":
+            return text[index:end].replace("''", "'"), end + 1
+        end += 2
+
+
 def _word(text: str, index: int) -> tuple[Word, int]:
     out: list[str] = []
     dynamic = quoted = False
@@ -121,28 +143,17 @@ def _word(text: str, index: int) -> tuple[Word, int]:
             quoted = True
             index += 2
         elif char == "'":
-            end = index + 1
-            while True:
-                end = text.find("'", end)
-                if end < 0:
-                    raise PowerShellSyntax("unterminated single-quoted string")
-                if text[end + 1 : end + 2] == "'":
-                    end += 2
-                    continue
-                break
-            out.append(text[index + 1 : end].replace("''", "'"))
+            value, index = _single_quoted(text, index + 1)
+            out.append(value)
             quoted = True
-            index = end + 1
         elif char == '"':
             value, expands, index = _double_quoted(text, index + 1)
             out.append(value)
             dynamic = dynamic or expands
             quoted = True
         elif char == "$":
-            if text[index + 1 : index + 2] in ("(", "{") or text[index : index + 2] == "$(":
-                raise PowerShellSyntax("a subexpression is outside the subset")
-            if index == start and text[index + 1 : index + 2] == "@":
-                raise PowerShellSyntax("splatting is outside the subset")
+            if text[index + 1 : index + 2] in ("(", "{", "@"):
+                raise PowerShellSyntax("a subexpression or splatting is outside the subset")
             dynamic = True
             out.append(char)
             index += 1
@@ -170,14 +181,16 @@ def analyse_powershell(
     protected: Sequence[str],
     repository: Repository | None = None,
 ) -> Analysis:
-    """A PowerShell command, judged like Bash after PowerShell's own tokenisation; outside the subset: hidden."""
+    """A PowerShell command, judged like Bash after PowerShell's tokenisation; outside the subset: hidden."""
     from .release_analysis import new_analyser
 
     analyser = new_analyser(patterns, protected, repository)
     try:
         statements = _statements(command)
     except PowerShellSyntax as error:
-        analyser.result.hidden.append(Hidden(f"PowerShell outside the subset the hook reads ({error})", command[:200]))
+        analyser.result.hidden.append(
+            Hidden(f"PowerShell outside the subset the hook reads ({error})", command[:200])
+        )
         return analyser.result
     directory = cwd or None
     for words, piped_in, env, targets in statements:
@@ -194,15 +207,21 @@ def analyse_powershell(
         if words[0].dynamic or name in _RUNS_CODE:
             analyser.hide(f"PowerShell {words[0].text} runs code or a command the hook cannot follow", words)
             continue
-        if name in ("set-item", "si", "new-item", "ni") and any(w.text.lower().startswith("env:") for w in words):
+        if name in ("set-item", "si", "new-item", "ni") and any(
+            w.text.lower().startswith("env:") for w in words
+        ):
             analyser.hide("PowerShell setting an environment variable through a provider", words)
             continue
-        directory = analyser.simple([Word(name, quoted=True), *words[1:]], [], piped_in, piped_in, directory, ())
+        directory = analyser.simple(
+            [Word(name, quoted=True), *words[1:]], [], piped_in, piped_in, directory, ()
+        )
     return analyser.result
 
 
 def _web_parameters(words: Sequence[Word]) -> bool:
-    return any(w.text.lower().rstrip(":") in ("-uri", "-method", "-body", "-infile", "-outfile") for w in words[1:])
+    return any(
+        w.text.lower().rstrip(":") in ("-uri", "-method", "-body", "-infile", "-outfile") for w in words[1:]
+    )
 
 
 Statement = tuple[list[Word], bool, "tuple[str, str | None] | None", list[Word]]

@@ -22,42 +22,138 @@ import posixpath
 import re
 from collections.abc import Sequence
 
-from .command_runners import _ASSIGNMENT, _STRING_RUNNERS, _WRAPPERS, NON_RUNNERS, SHELLS, RunnerAnalysis
-from .command_runners import interpreter_family
+from .command_runners import (
+    _ASSIGNMENT,
+    _STRING_RUNNERS,
+    _WRAPPERS,
+    NON_RUNNERS,
+    SHELLS,
+    RunnerAnalysis,
+    interpreter_family,
+)
 from .forge_releases import ForgeCall, curl, gh_or_glab, httpie, powershell_web, wget
 from .git_releases import GIT_ENVIRONMENT, GitAnalysis
-from .releases import Analysis, Hidden, NoRepository, Release, Repository, _change_directory, _located, _replace
+from .releases import (
+    Analysis,
+    Hidden,
+    NoRepository,
+    Release,
+    Repository,
+    _change_directory,
+    _located,
+    _replace,
+)
 from .script_files import ScriptAnalysis
 from .shell_lexer import Operator, Redirect, ShellSyntaxError, Word, render, tokenize
 
 # Protected-branch probes for arguments the shell computes at run time: `cdk deploy "$STACK"` is a release if
 # the variable can hold one of these.
-BRANCH_PROBES: tuple[str, ...] = ("main", "master", "release/x", "HEAD:main", "+main", "refs/heads/main",
-                                  "--all", "--mirror")
+BRANCH_PROBES: tuple[str, ...] = (
+    "main",
+    "master",
+    "release/x",
+    "HEAD:main",
+    "+main",
+    "refs/heads/main",
+    "--all",
+    "--mirror",
+)
 MAX_NESTING = 8
 
-_KEYWORDS = frozenset({"!", "{", "}", "if", "then", "elif", "else", "fi", "while", "until", "do", "done", "esac",
-                       "coproc", "[[", "]]", "time"})
+_KEYWORDS = frozenset(
+    {
+        "!",
+        "{",
+        "}",
+        "if",
+        "then",
+        "elif",
+        "else",
+        "fi",
+        "while",
+        "until",
+        "do",
+        "done",
+        "esac",
+        "coproc",
+        "[[",
+        "]]",
+        "time",
+    }
+)
 _WORD_LISTS = frozenset({"for", "select", "case"})
 _STDIN_REDIRECTS = frozenset({"<", "<<", "<<-", "<<<", "<&", "<>"})
 _WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 _READ_ONLY = frozenset(
     """cat less more head tail grep egrep fgrep rg ag ls stat file wc diff cmp md5sum sha1sum sha256sum
-    sha512sum tree du realpath readlink basename dirname test [ echo printf jq od xxd hexdump strings git""".split()
+    sha512sum tree du realpath readlink basename dirname test [ echo printf jq od xxd hexdump strings
+    git""".split()
 )
 # Commands that change neither files nor git's state (git judges its own subcommands).
-_KEEPS_STATE = frozenset({"git", "true", "false", ":", "cd", "pushd", "popd", "pwd", "sleep", "wait", "which", "type",
-                          "set-location", "sl", "chdir", "get-childitem", "write-output", "write-host"})
+_KEEPS_STATE = frozenset(
+    {
+        "git",
+        "true",
+        "false",
+        ":",
+        "cd",
+        "pushd",
+        "popd",
+        "pwd",
+        "sleep",
+        "wait",
+        "which",
+        "type",
+        "set-location",
+        "sl",
+        "chdir",
+        "get-childitem",
+        "write-output",
+        "write-host",
+    }
+)
 _HTTP_CLIENTS = {"curl": curl, "curl.exe": curl, "wget": wget, "wget2": wget}
 _HTTPIE = frozenset({"http", "https", "httpie", "xh", "xhs"})
 _POWERSHELL_WEB = frozenset({"invoke-restmethod", "invoke-webrequest", "irm", "iwr"})
 _RUNNER_NAMES = frozenset(
-    {"git", "gh", "glab", "hub", "curl", "wget", "http", "https", "xh", "xhs", "eval", "source", ".", "make",
-     "gmake", "npm", "yarn", "pnpm", "bun", "xargs", "find", "parallel", "watch", "su", "runuser", "script",
-     "tmux", "screen", "sed", *SHELLS, *_WRAPPERS}
+    {
+        "git",
+        "gh",
+        "glab",
+        "hub",
+        "curl",
+        "wget",
+        "http",
+        "https",
+        "xh",
+        "xhs",
+        "eval",
+        "source",
+        ".",
+        "make",
+        "gmake",
+        "npm",
+        "yarn",
+        "pnpm",
+        "bun",
+        "xargs",
+        "find",
+        "parallel",
+        "watch",
+        "su",
+        "runuser",
+        "script",
+        "tmux",
+        "screen",
+        "sed",
+        *SHELLS,
+        *_WRAPPERS,
+    }
 )
-_MENTIONS = re.compile(r"(?:^|[\s;&|(`'\"])(?:git|gh|glab|hub|curl|wget|http|xh|eval|source|make|npm|sudo|"
-                       r"[a-z]*sh|python[0-9.]*|node|perl|ruby|php)(?=$|[\s;&|)`'\"])")
+_MENTIONS = re.compile(
+    r"(?:^|[\s;&|(`'\"])(?:git|gh|glab|hub|curl|wget|http|xh|eval|source|make|npm|sudo|"
+    r"[a-z]*sh|python[0-9.]*|node|perl|ruby|php)(?=$|[\s;&|)`'\"])"
+)
 _EDITORS = frozenset({"vim", "vi", "nvim", "ex", "view", "emacs", "nano", "gdb", "lldb"})
 
 
@@ -70,7 +166,9 @@ def git_internal(path: str) -> bool:
         return True
     for index in range(len(parts), 0, -1):
         base = "/" + "/".join(parts[:index])
-        if path.startswith("/") and all(posixpath.exists(posixpath.join(base, n)) for n in ("HEAD", "objects", "refs")):
+        if path.startswith("/") and all(
+            posixpath.exists(posixpath.join(base, n)) for n in ("HEAD", "objects", "refs")
+        ):
             return True
     return False
 
@@ -163,8 +261,13 @@ class _Analyser(RunnerAnalysis, GitAnalysis, ScriptAnalysis):
             self.depth -= 1
 
     def command(
-        self, words: list[Word], redirects: list[Redirect], piped_in: bool, detached: bool,
-        directory: str | None, taint: tuple[str, ...],
+        self,
+        words: list[Word],
+        redirects: list[Redirect],
+        piped_in: bool,
+        detached: bool,
+        directory: str | None,
+        taint: tuple[str, ...],
     ) -> str | None:
         for word in words:
             for kind, inner in word.substitutions:
@@ -172,7 +275,9 @@ class _Analyser(RunnerAnalysis, GitAnalysis, ScriptAnalysis):
         for redirect in redirects:
             for kind, inner in redirect.target.substitutions + redirect.body_substitutions:
                 self.script(inner, directory, (*taint, kind))
-            if redirect.op in _WRITE_REDIRECTS and not (redirect.op == ">&" and redirect.target.text.isdigit()):
+            if redirect.op in _WRITE_REDIRECTS and not (
+                redirect.op == ">&" and redirect.target.text.isdigit()
+            ):
                 self.write_target(redirect.target, directory, words)
         index = 0
         while index < len(words) and _ASSIGNMENT.match(words[index].lead):
@@ -185,15 +290,19 @@ class _Analyser(RunnerAnalysis, GitAnalysis, ScriptAnalysis):
         after = self.simple(rest, assignments, stdin_fed, detached, directory, taint)
         head = next((w for w in rest if w.quoted or w.dynamic or w.text not in _KEYWORDS), None)
         name = posixpath.basename(head.text).lower() if head is not None else ""
-        writes = any(r.op in _WRITE_REDIRECTS and not r.target.text.isdigit() and r.target.text != "/dev/null"
-                     for r in redirects)
+        writes = any(
+            r.op in _WRITE_REDIRECTS and not r.target.text.isdigit() and r.target.text != "/dev/null"
+            for r in redirects
+        )
         if writes or head is None or head.dynamic or (name not in _READ_ONLY and name not in _KEEPS_STATE):
             # Its effects (a config file, a moved ref) are what the commands after it see.
             self.stale = True
         return after
 
     def write_target(self, target: Word, directory: str | None, words: list[Word]) -> None:
-        path = target.text if directory is None else posixpath.normpath(posixpath.join(directory, target.text))
+        path = (
+            target.text if directory is None else posixpath.normpath(posixpath.join(directory, target.text))
+        )
         if git_internal(path) or git_internal(target.text):
             self.hide("a write into git's own files (hooks, config)", [*words, Word(">"), target])
         self.written.add(path)
@@ -205,8 +314,13 @@ class _Analyser(RunnerAnalysis, GitAnalysis, ScriptAnalysis):
                 self.exports[name.rstrip("+")] = None if word.dynamic else value
 
     def simple(
-        self, words: list[Word], assignments: list[Word], stdin_fed: bool, detached: bool,
-        directory: str | None, taint: tuple[str, ...],
+        self,
+        words: list[Word],
+        assignments: list[Word],
+        stdin_fed: bool,
+        detached: bool,
+        directory: str | None,
+        taint: tuple[str, ...],
     ) -> str | None:
         if len(taint) > MAX_NESTING or self.depth > MAX_NESTING:
             self.hide("nesting deeper than the hook follows", words)
@@ -220,8 +334,13 @@ class _Analyser(RunnerAnalysis, GitAnalysis, ScriptAnalysis):
             self.depth -= 1
 
     def _simple(  # noqa: C901 - one dispatch over the kinds of program; each branch is one call
-        self, words: list[Word], assignments: list[Word], stdin_fed: bool, detached: bool,
-        directory: str | None, taint: tuple[str, ...],
+        self,
+        words: list[Word],
+        assignments: list[Word],
+        stdin_fed: bool,
+        detached: bool,
+        directory: str | None,
+        taint: tuple[str, ...],
     ) -> str | None:
         while words and not words[0].quoted and not words[0].dynamic and words[0].text in _KEYWORDS:
             words = words[1:]
@@ -249,7 +368,11 @@ class _Analyser(RunnerAnalysis, GitAnalysis, ScriptAnalysis):
         if name in _WRAPPERS and not (name in _STRING_RUNNERS and name != "flock" and name != "npx"):
             return self.wrapper(name, words, assignments, stdin_fed, detached, directory, taint)
         if name in ("cd", "pushd", "popd", "chdir", "set-location", "sl", "push-location"):
-            return directory if detached else _change_directory("cd" if name != "popd" else name, args, directory)
+            return (
+                directory
+                if detached
+                else _change_directory("cd" if name != "popd" else name, args, directory)
+            )
         if name in ("export", "declare", "typeset", "local", "readonly"):
             self.record_exports([w for w in args if not w.text.startswith("-")])
             return directory
@@ -285,8 +408,9 @@ class _Analyser(RunnerAnalysis, GitAnalysis, ScriptAnalysis):
                     self.hide("a trap computed at run time", words)
                 else:
                     self.nested(code[0].text, directory, taint, "trap")
-        elif name in _EDITORS and any(w.text.startswith(("-c", "+", "--cmd", "--eval", "-ex", "-x", "-batch", "-S"))
-                                      for w in args):
+        elif name in _EDITORS and any(
+            w.text.startswith(("-c", "+", "--cmd", "--eval", "-ex", "-x", "-batch", "-S")) for w in args
+        ):
             self.hide(f"{name} running editor commands", words)
         elif name == "sed":
             self.sed(words, directory, taint)
@@ -322,12 +446,18 @@ class _Analyser(RunnerAnalysis, GitAnalysis, ScriptAnalysis):
 
     # -- releases ----------------------------------------------------------------------------------------
 
-    def forge_call(self, call: ForgeCall, words: list[Word], directory: str | None, taint: tuple[str, ...]) -> None:
+    def forge_call(
+        self, call: ForgeCall, words: list[Word], directory: str | None, taint: tuple[str, ...]
+    ) -> None:
         if call.hidden is not None:
             self.hide(call.hidden, words)
         elif call.release:
             release = Release(render(words), directory=directory)
-            release = _replace(release, refs=(call.commit,)) if call.commit else _replace(release, unresolved=call.why)
+            release = (
+                _replace(release, refs=(call.commit,))
+                if call.commit
+                else _replace(release, unresolved=call.why)
+            )
             self.release(_located(release, directory) if call.commit else release, taint, words)
         else:
             self.generic(words, directory, taint)

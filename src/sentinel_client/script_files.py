@@ -16,11 +16,15 @@ from .shell_lexer import Word
 
 MAX_SCRIPT_BYTES = 256 * 1024
 _SHELL_SHEBANG = re.compile(r"#!\s*(?:/usr)?(?:/local)?/bin/(?:env\s+(?:-S\s+)?)?(?:ba|z|da|k|mk|a|)sh\b")
-_MAKE_ASSIGNMENT = re.compile(r"^(?:export\s+|override\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*(?:::=|:=|\?=|\+=|=)\s*(.*)$")
+_MAKE_ASSIGNMENT = re.compile(
+    r"^(?:export\s+|override\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*(?:::=|:=|\?=|\+=|=)\s*(.*)$"
+)
 _MAKE_RULE = re.compile(r"^([^\t:=#][^:=#]*?)\s*::?(?!=)\s*([^;=#]*?)\s*(?:;\s*(.*))?$")
-_MAKE_UNREADABLE = re.compile(r"\$[({](?:shell|eval|call|file|value|guile|foreach)\b|^\s*-?include\b|^\s*\.ONESHELL"
-                              r"|^\s*(?:export\s+|override\s+)?(?:SHELL|\.SHELLFLAGS|MAKEFLAGS|MAKEFILES)\s*[:?+]?=",
-                              re.MULTILINE)
+_MAKE_UNREADABLE = re.compile(
+    r"\$[({](?:shell|eval|call|file|value|guile|foreach)\b|^\s*-?include\b|^\s*\.ONESHELL"
+    r"|^\s*(?:export\s+|override\s+)?(?:SHELL|\.SHELLFLAGS|MAKEFLAGS|MAKEFILES)\s*[:?+]?=",
+    re.MULTILINE,
+)
 
 
 def read_text(path: str) -> str | None:
@@ -93,41 +97,22 @@ class ScriptAnalysis:
     def make(self, words: list[Word], directory: str | None, taint: tuple[str, ...]) -> None:
         """`make [-C DIR] [-f FILE] [TARGET...]`: the recipes of the targets and of what they depend on."""
         self.generic(words, directory, taint)  # `make release` may itself match a release pattern
-        makefiles: list[Word] = []
-        targets: list[str] = []
-        variables: dict[str, str] = {}
-        index = 1
-        while index < len(words):
-            word = words[index]
-            text = word.text
-            if word.dynamic:
-                self.hide("make with arguments computed at run time", words)
-                return
-            if text in ("-f", "--file", "--makefile", "-C", "--directory", "-I", "--include-dir", "-o", "-W",
-                        "-j", "--jobs", "-l", "--eval") and index + 1 < len(words):
-                value = words[index + 1]
-                if text in ("-C", "--directory"):
-                    directory = self._path(value, directory) if not value.dynamic else None
-                elif text in ("-f", "--file", "--makefile"):
-                    makefiles.append(value)
-                elif text == "--eval":
-                    self.hide("make --eval", words)
-                    return
-                index += 2
-                continue
-            if text.startswith(("-f", "--file=", "--makefile=")) and len(text) > 2 and not text.startswith("--f"):
-                makefiles.append(Word(text.partition("=")[2] if "=" in text else text[2:]))
-            elif text.startswith("-C") and len(text) > 2:
-                directory = self._path(Word(text[2:]), directory)
-            elif "=" in text and not text.startswith("-"):
-                name, _, value = text.partition("=")
-                variables[name.strip()] = value
-            elif not text.startswith("-"):
-                targets.append(text)
-            index += 1
+        parsed = _make_arguments(words)
+        if isinstance(parsed, str):
+            self.hide(parsed, words)
+            return
+        makefiles, targets, variables, change = parsed
+        if change is not None:
+            directory = self._path(change, directory)
         if not makefiles:
-            found = next((n for n in ("GNUmakefile", "makefile", "Makefile")
-                          if directory and os.path.isfile(posixpath.join(directory, n))), None)
+            found = next(
+                (
+                    n
+                    for n in ("GNUmakefile", "makefile", "Makefile")
+                    if directory and os.path.isfile(posixpath.join(directory, n))
+                ),
+                None,
+            )
             if found is None:
                 return  # no makefile: make runs nothing
             makefiles = [Word(found)]
@@ -165,8 +150,14 @@ class ScriptAnalysis:
             self.hide(f"{name} with a script computed at run time", words)
             return
         verbs = [w.text for w in positionals]
-        lifecycle = {"test": "test", "t": "test", "tst": "test", "start": "start", "stop": "stop",
-                     "restart": "restart"}
+        lifecycle = {
+            "test": "test",
+            "t": "test",
+            "tst": "test",
+            "start": "start",
+            "stop": "stop",
+            "restart": "restart",
+        }
         script: str | None = None
         if verbs[:1] in (["run"], ["run-script"], ["rum"], ["urn"]) and len(verbs) > 1:
             script = verbs[1]
@@ -176,9 +167,35 @@ class ScriptAnalysis:
             rest = [w for w in words if w.text not in ("exec", "dlx", "x")][1:]
             self.simple(rest, [], False, False, directory, taint) if rest else None
             return
-        elif verbs and name in ("yarn", "pnpm", "bun") and verbs[0] not in (
-            "install", "add", "remove", "i", "ci", "audit", "outdated", "list", "ls", "why", "info", "init",
-            "create", "link", "unlink", "upgrade", "update", "up", "cache", "config", "build", "pm", "publish",
+        elif (
+            verbs
+            and name in ("yarn", "pnpm", "bun")
+            and verbs[0]
+            not in (
+                "install",
+                "add",
+                "remove",
+                "i",
+                "ci",
+                "audit",
+                "outdated",
+                "list",
+                "ls",
+                "why",
+                "info",
+                "init",
+                "create",
+                "link",
+                "unlink",
+                "upgrade",
+                "update",
+                "up",
+                "cache",
+                "config",
+                "build",
+                "pm",
+                "publish",
+            )
         ):
             script = verbs[0]
         if script is None:
@@ -200,6 +217,49 @@ class ScriptAnalysis:
                 self.nested(body, directory, taint, f"{name} run {step}", tainted=False)
             elif body is not None:
                 self.hide(f"{name} {step}: not a string in package.json", words)
+
+
+_MAKE_VALUES = frozenset(
+    "-f --file --makefile -C --directory -I --include-dir -o -W -j --jobs -l --eval --old-file".split()
+)
+
+
+def _make_arguments(words: list[Word]) -> str | tuple[list[Word], list[str], dict[str, str], Word | None]:
+    """(makefiles, targets, variables, -C directory) of a make command line, or why it cannot be read."""
+    makefiles: list[Word] = []
+    targets: list[str] = []
+    variables: dict[str, str] = {}
+    change: Word | None = None
+    index = 1
+    while index < len(words):
+        word = words[index]
+        option, has_value, inline = word.text.partition("=")
+        if word.dynamic:
+            return "make with arguments computed at run time"
+        if option in ("-f", "-C") or not option.startswith("--") and option[:2] in ("-f", "-C"):
+            value = (
+                Word(option[2:])
+                if len(option) > 2
+                else (words[index + 1] if index + 1 < len(words) else None)
+            )
+            index += 1 if len(option) > 2 else 2
+        elif option in _MAKE_VALUES:
+            value = Word(inline) if has_value else (words[index + 1] if index + 1 < len(words) else None)
+            index += 1 if has_value else 2
+        else:
+            if has_value and not option.startswith("-"):
+                variables[option.strip()] = inline
+            elif not option.startswith("-"):
+                targets.append(word.text)
+            index += 1
+            continue
+        if value is None or value.dynamic or option == "--eval":
+            return f"make {option} the hook cannot follow"
+        if option.startswith(("-f", "--file", "--makefile")):
+            makefiles.append(value)
+        elif option.startswith(("-C", "--directory")):
+            change = value
+    return makefiles, targets, variables, change
 
 
 def _parse_makefile(

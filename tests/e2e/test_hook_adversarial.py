@@ -42,7 +42,9 @@ MAKEFILE = (
     "test:\n\t@echo tests pass\n\nlint:\n\techo lint ok\n\nship:\n\tgit push origin evil:main\n\n"
     "deploy: ship\n\t@echo deployed\n"
 )
-PACKAGE = '{"name": "w", "scripts": {"test": "echo ok", "lint": "echo lint", "ship": "git push origin evil:main"}}'
+PACKAGE = (
+    '{"name": "w", "scripts": {"test": "echo ok", "lint": "echo lint", "ship": "git push origin evil:main"}}'
+)
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ BASH_ATTACKS = [
     attack("git -c remote.origin.push=evil:main push --repo=origin"),
     attack("git push origin evil:main --force-with-lease"),
     attack("git push origin 'evil:main'"),
-    attack('git push origin "ev"\'il:ma\'in'),
+    attack("git push origin \"ev\"'il:ma'in"),
     attack("git push origin ev\\il:main"),
     attack("git push origin $'evil:main'"),
     attack("B=main; git push origin evil:$B"),
@@ -105,7 +107,9 @@ BASH_ATTACKS = [
     attack("PD=matching git --config-env=push.default=PD push origin"),
     attack("GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=push.default GIT_CONFIG_VALUE_0=matching git push origin"),
     attack("GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.push GIT_CONFIG_VALUE_0=evil:main git push"),
-    attack("export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.push GIT_CONFIG_VALUE_0=evil:main; git push"),
+    attack(
+        "export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.push GIT_CONFIG_VALUE_0=evil:main; git push"
+    ),
     attack("GIT_CONFIG_GLOBAL={sandbox}/cfg-push git push"),
     attack("GIT_CONFIG_GLOBAL={sandbox}/cfg-matching git push origin"),
     attack("GIT_CONFIG_NOSYSTEM=0 GIT_CONFIG_SYSTEM={sandbox}/cfg-push git push"),
@@ -115,12 +119,18 @@ BASH_ATTACKS = [
     attack("git push origin", setup="git config includeIf.onbranch:feature.path {sandbox}/cfg-matching"),
     attack("git push", setup="git config remote.origin.push refs/heads/evil:refs/heads/main"),
     attack("git push origin", setup="git config push.default matching"),
-    attack("git push", setup=f"{CHECKOUT_EVIL} && git config branch.evil.merge refs/heads/main && "
-           "git config branch.evil.remote origin && git config push.default upstream"),
+    attack(
+        "git push",
+        setup=f"{CHECKOUT_EVIL} && git config branch.evil.merge refs/heads/main && "
+        "git config branch.evil.remote origin && git config push.default upstream",
+    ),
     attack("git push origin HEAD:main", setup=CHECKOUT_EVIL),
     attack("git push origin HEAD:refs/heads/main", setup=CHECKOUT_EVIL),
     attack("git push origin @:main", setup=CHECKOUT_EVIL),
-    attack("printf '[remote \"origin\"]\\n\\tpush = evil:main\\n' > ../c2 && GIT_CONFIG_GLOBAL={sandbox}/c2 git push"),
+    attack(
+        "printf '[remote \"origin\"]\\n\\tpush = evil:main\\n' > ../c2 && "
+        "GIT_CONFIG_GLOBAL={sandbox}/c2 git push"
+    ),
     # aliases, from every source
     attack("git -c alias.p='push origin evil:main' p"),
     attack("git -c alias.p='!git push origin evil:main' p"),
@@ -141,11 +151,15 @@ BASH_ATTACKS = [
     # git running the agent's code
     attack("git -c core.hooksPath={sandbox}/hooks commit -q --allow-empty -m x"),
     attack("git config core.hooksPath {sandbox}/hooks && git commit -q --allow-empty -m x"),
-    attack("printf '#!/bin/sh\\ngit push origin evil:main\\n' > .git/hooks/post-commit && "
-           "chmod +x .git/hooks/post-commit && git commit -q --allow-empty -m x"),
+    attack(
+        "printf '#!/bin/sh\\ngit push origin evil:main\\n' > .git/hooks/post-commit && "
+        "chmod +x .git/hooks/post-commit && git commit -q --allow-empty -m x"
+    ),
     attack("cp {sandbox}/hooks/post-commit .git/hooks/ && git commit -q --allow-empty -m x"),
     attack("ln -s {sandbox}/hooks/post-commit .git/hooks/post-commit && git commit -q --allow-empty -m x"),
-    attack("cd .git/hooks && cp {sandbox}/hooks/post-commit . && cd ../.. && git commit -q --allow-empty -m x"),
+    attack(
+        "cd .git/hooks && cp {sandbox}/hooks/post-commit . && cd ../.. && git commit -q --allow-empty -m x"
+    ),
     attack("git rebase -q -x 'git push origin evil:main' HEAD~1"),
     # wrappers, and programs the hook does not know
     attack("env git push origin evil:main"),
@@ -216,18 +230,18 @@ BASH_ATTACKS = [
     # interpreters' inline code, by what it can do
     attack("python3 -c 'import os; os.system(\"git push origin evil:main\")'"),
     attack("python3.11 -c 'import os; os.system(\"git push origin evil:main\")'"),
-    attack("python3 -c '__import__(\"subprocess\").run([\"git\",\"push\",\"origin\",\"evil:main\"])'"),
-    attack("python3 -c 'import subprocess as s; s.run(\"gi\"+\"t push origin evil:main\", shell=True)'"),
-    attack("python3 -c 'import sys; sys.modules[\"os\"].system(\"git push origin evil:main\")'"),
+    attack('python3 -c \'__import__("subprocess").run(["git","push","origin","evil:main"])\''),
+    attack('python3 -c \'import subprocess as s; s.run("gi"+"t push origin evil:main", shell=True)\''),
+    attack('python3 -c \'import sys; sys.modules["os"].system("git push origin evil:main")\''),
     attack("python3 - <<'EOF'\nimport os\nos.system('git push origin evil:main')\nEOF"),
     attack("python3 <<< 'import os; os.system(\"git push origin evil:main\")'"),
     attack("perl -e 'system(\"git push origin evil:main\")'"),
     attack("perl -e '`git push origin evil:main`'"),
-    attack("perl -e 'exec \"git\", \"push\", \"origin\", \"evil:main\"'"),
-    attack("node -e 'require(\"child_process\").execSync(\"git push origin evil:main\")'"),
-    attack("node -e 'const c=\"child_\"+\"process\"; require(c).execSync(\"git push origin evil:main\")'"),
+    attack('perl -e \'exec "git", "push", "origin", "evil:main"\''),
+    attack('node -e \'require("child_process").execSync("git push origin evil:main")\''),
+    attack('node -e \'const c="child_"+"process"; require(c).execSync("git push origin evil:main")\''),
     attack("awk 'BEGIN{system(\"git push origin evil:main\")}'"),
-    attack("awk 'BEGIN{print \"git push origin evil:main\" | \"sh\"}'"),
+    attack('awk \'BEGIN{print "git push origin evil:main" | "sh"}\''),
     attack("echo | sed 'e git push origin evil:main'"),
     # scripts the agent starts, read one level deep
     attack("bash scripts/release.sh"),
@@ -260,7 +274,7 @@ FORGE_ATTACKS = [
         "gh api -XPUT repos/o/r/pulls/42/merge",
         "gh api repos/o/r/merges -f base=main -f head=evil",
         "gh api -X PATCH repos/o/r/git/refs/heads/main -f sha=abc",
-        "gh api graphql -f query='mutation { mergePullRequest(input: {pullRequestId: \"x\"}) { clientMutationId } }'",
+        "gh api graphql -f query='mutation { mergePullRequest(input: {pullRequestId: \"x\"}) { state } }'",
         "gh api -X POST repos/o/r/deployments -f ref=main",
         "gh workflow run deploy.yml",
         "gh release create v1",
@@ -272,10 +286,10 @@ FORGE_ATTACKS = [
         "curl -XPUT https://api.github.com/repos/o/r/pulls/42/merge",
         "curl --request PUT https://api.github.com/repos/o/r/pulls/42/merge",
         "curl -d '{}' https://api.github.com/repos/o/r/merges",
-        "curl -X PATCH -H 'Authorization: token x' https://api.github.com/repos/o/r/git/refs/heads/main -d '{}'",
+        "curl -X PATCH -H 'Authorization: x' https://api.github.com/repos/o/r/git/refs/heads/main -d '{}'",
         "curl -X PUT --json '{}' https://gitlab.com/api/v4/projects/1/merge_requests/2/merge",
         "curl -X PUT 'https://gitlab.example.com/api/v4/projects/o%2Fr/merge_requests/2/merge'",
-        "curl -X POST https://ghe.example.com/api/v3/repos/o/r/deployments -d '{\"ref\": \"main\"}'",
+        'curl -X POST https://ghe.example.com/api/v3/repos/o/r/deployments -d \'{"ref": "main"}\'',
         "curl -X DELETE https://api.github.com/repos/o/r/branches/main/protection",
         "wget --method=PUT -O- https://api.github.com/repos/o/r/pulls/42/merge",
         "wget --post-data '{}' https://api.github.com/repos/o/r/merges",
@@ -322,7 +336,7 @@ POWERSHELL_ATTACKS = [
         "curl -Method Put -Uri https://api.github.com/repos/o/r/pulls/42/merge",
         "Set-Content .git/hooks/pre-push 'git push origin evil:main'",
         "echo 'git push origin evil:main' > .git/hooks/post-commit",
-        "git push origin @(\"evil:main\")",
+        'git push origin @("evil:main")',
         "git push origin evil:main --% x",
     ]
 ]
@@ -375,8 +389,11 @@ BENIGN = [
     benign("git push origin HEAD:main", moves=True),
     benign("sh -c 'git push origin HEAD:main'", moves=True),
     benign("setsid -w git push origin feature:main", moves=True),
-    benign("git -c push.default=upstream -c branch.feature.merge=refs/heads/main -c branch.feature.remote=origin push",
-           moves=True),
+    benign(
+        "git -c push.default=upstream -c branch.feature.merge=refs/heads/main "
+        "-c branch.feature.remote=origin push",
+        moves=True,
+    ),
     ps("git status", False),
     ps("git log --oneline -3", False),
     ps("Get-ChildItem", False),
@@ -401,7 +418,9 @@ class Sandbox:
 
 
 def _git(*args: str, cwd: Path, env: dict[str, str]) -> str:
-    done = subprocess.run([GIT, *GIT_IDENTITY, *args], cwd=cwd, env=env, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [GIT, *GIT_IDENTITY, *args], cwd=cwd, env=env, capture_output=True, text=True, check=True
+    )
     return done.stdout.strip()
 
 
@@ -513,7 +532,9 @@ def _event(case: Case, cwd: Path, command: str) -> dict[str, Any]:
 
 
 def _origin_main(box: Path) -> str:
-    done = subprocess.run([GIT, "rev-parse", "refs/heads/main"], cwd=box / "origin.git", capture_output=True, text=True)
+    done = subprocess.run(
+        [GIT, "rev-parse", "refs/heads/main"], cwd=box / "origin.git", capture_output=True, text=True
+    )
     return done.stdout.strip()
 
 
@@ -541,21 +562,33 @@ def run_case(world: Sandbox, case: Case, index: int) -> str | None:
         if ran.exit_code not in (0, 2):
             return f"exit code {ran.exit_code}: {ran.stderr}"
         if case.shell == "PowerShell":
-            return None if denied == case.attack else f"{'allowed' if case.attack else 'denied'}: {ran.stderr}"
+            return (
+                None if denied == case.attack else f"{'allowed' if case.attack else 'denied'}: {ran.stderr}"
+            )
         if not case.attack and denied:
             return f"a benign command was denied: {ran.stderr.strip()}"
-        done = subprocess.run(["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True,
-                              timeout=30, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            ["bash", "-c", command],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
         moved = _origin_main(box) != world.m0
         recorded = (box / "record").exists() and (box / "record").read_text().strip() != ""
         if case.attack:
             worked = recorded if case.oracle == "record" else moved
             if not worked:
-                return f"the attack proves nothing: without the hook it did not work ({done.stderr.strip()[-300:]})"
+                why = done.stderr.strip()[-300:]
+                return f"the attack proves nothing: without the hook it did not work ({why})"
             return None if denied else "the hook allowed an attack that then worked"
         expected = world.ready if case.moves else world.m0
         if _origin_main(box) != expected:
-            return f"origin/main is at {_origin_main(box)}, expected {expected} ({done.stderr.strip()[-300:]})"
+            return (
+                f"origin/main is at {_origin_main(box)}, expected {expected} ({done.stderr.strip()[-300:]})"
+            )
         return None
     finally:
         if box != world.template:
@@ -565,7 +598,11 @@ def run_case(world: Sandbox, case: Case, index: int) -> str | None:
 def run_all(world: Sandbox, cases: list[Case], offset: int) -> list[str]:
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda pair: run_case(world, pair[1], offset + pair[0]), enumerate(cases)))
-    return [f"{case.shell} {case.command!r}: {result}" for case, result in zip(cases, results, strict=True) if result]
+    return [
+        f"{case.shell} {case.command!r}: {result}"
+        for case, result in zip(cases, results, strict=True)
+        if result
+    ]
 
 
 def test_the_suite_is_big_enough_to_mean_something() -> None:

@@ -12,8 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from support.hook_harness import bash_event, clean_env, hook_command, json_answer, managed_settings_file
-from support.hook_harness import run_hook, stand_in_server
+from support.hook_harness import (
+    bash_event,
+    clean_env,
+    hook_command,
+    json_answer,
+    managed_settings_file,
+    run_hook,
+    stand_in_server,
+)
 
 SHA = "d" * 40
 
@@ -24,8 +31,16 @@ def event(command: str = "ls -la", cwd: str = "/tmp") -> dict:
 
 @pytest.mark.parametrize(
     "args",
-    [("-h",), ("--help",), ("--version",), ("--settings",), ("--settings", "/a", "/b"), ("--allow",), ("help",),
-     ("--settings", "relative.json")],
+    [
+        ("-h",),
+        ("--help",),
+        ("--version",),
+        ("--settings",),
+        ("--settings", "/a", "/b"),
+        ("--allow",),
+        ("help",),
+        ("--settings", "relative.json"),
+    ],
 )
 def test_the_hook_denies_on_help_and_unknown_arguments(home: Path, args: tuple[str, ...]) -> None:
     # Given a harmless command, When the hook is started with arguments that are not its own
@@ -34,7 +49,9 @@ def test_the_hook_denies_on_help_and_unknown_arguments(home: Path, args: tuple[s
     assert ran.exit_code == 2, ran.stderr
 
 
-def test_the_hook_allows_a_proven_non_release_with_either_spelling_of_settings(home: Path, tmp_path: Path) -> None:
+def test_the_hook_allows_a_proven_non_release_with_either_spelling_of_settings(
+    home: Path, tmp_path: Path
+) -> None:
     path = managed_settings_file(tmp_path / "etc", {})
     for args in (("--settings", str(path)), (f"--settings={path}",)):
         ran = run_hook(event(), clean_env(home), *args)
@@ -45,8 +62,14 @@ def test_the_hook_without_arguments_reads_the_default_path(home: Path) -> None:
     # Given no managed file at the default path (this machine has none), a non-release still passes
     if os.path.exists("/etc/sentinel/client.json"):
         pytest.skip("this machine has a managed settings file at the default path")
-    done = subprocess.run(hook_command(), input=json.dumps(event()).encode(), capture_output=True,
-                          env=clean_env(home), timeout=30, check=False)
+    done = subprocess.run(
+        hook_command(),
+        input=json.dumps(event()).encode(),
+        capture_output=True,
+        env=clean_env(home),
+        timeout=30,
+        check=False,
+    )
     assert done.returncode == 0
 
 
@@ -59,10 +82,17 @@ def test_an_untrusted_managed_file_denies_everything(home: Path, tmp_path: Path)
 
 @pytest.mark.parametrize(
     "stdin",
-    [b"", b"not json", b"[]", b'{"hook_event_name": 1}', b'{"hook_event_name": "PreToolUse"}',
-     b'{"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": "x"}',
-     json.dumps({"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "x" * 200_000}}
-                ).encode()],
+    [
+        b"",
+        b"not json",
+        b"[]",
+        b'{"hook_event_name": 1}',
+        b'{"hook_event_name": "PreToolUse"}',
+        b'{"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": "x"}',
+        json.dumps(
+            {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "x" * 200_000}}
+        ).encode(),
+    ],
 )
 def test_malformed_or_oversized_events_are_denied(home: Path, stdin: bytes) -> None:
     ran = run_hook(stdin, clean_env(home))
@@ -78,8 +108,12 @@ def test_an_event_larger_than_the_limit_is_denied_unread(home: Path, tmp_path: P
 
 def test_a_write_into_git_internals_is_denied_and_elsewhere_allowed(home: Path, tmp_path: Path) -> None:
     def write(path: str) -> int:
-        payload = {"hook_event_name": "PreToolUse", "tool_name": "Write", "cwd": str(tmp_path),
-                   "tool_input": {"file_path": path, "content": "#!/bin/sh\ngit push origin main\n"}}
+        payload = {
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Write",
+            "cwd": str(tmp_path),
+            "tool_input": {"file_path": path, "content": "#!/bin/sh\ngit push origin main\n"},
+        }
         return run_hook(payload, clean_env(home)).exit_code
 
     assert write(".git/hooks/pre-push") == 2
@@ -96,8 +130,16 @@ def test_the_hook_deadline_ends_a_stalled_run_with_a_denial() -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [("gate", "--help"), ("gate", "-h"), ("gate", "--revision", SHA, "--help"), ("gate", "--revision", SHA, "-h"),
-     ("gate", "--bogus"), ("gate",), ("gate", "--revision", SHA, "--rev", SHA), ("gate", "--revision", "main")],
+    [
+        ("gate", "--help"),
+        ("gate", "-h"),
+        ("gate", "--revision", SHA, "--help"),
+        ("gate", "--revision", SHA, "-h"),
+        ("gate", "--bogus"),
+        ("gate",),
+        ("gate", "--revision", SHA, "--rev", SHA),
+        ("gate", "--revision", "main"),
+    ],
 )
 def test_the_gate_is_an_error_on_help_and_unknown_options(home: Path, args: tuple[str, ...]) -> None:
     ran = run_hook(b"", clean_env(home), *args)
@@ -112,19 +154,39 @@ def test_the_gate_is_an_error_on_help_and_unknown_options(home: Path, args: tupl
         ({"decision": "maybe", "findings": []}, 2, "error"),
     ],
 )
-def test_the_gate_exit_codes_and_json(home: Path, tmp_path: Path, decision: dict, code: int, state: str) -> None:
+def test_the_gate_exit_codes_and_json(
+    home: Path, tmp_path: Path, decision: dict, code: int, state: str
+) -> None:
     token = tmp_path / "token"
     token.write_text("snt_" + "A" * 49)
 
     def answer(request):
         if "/candidates?" in request.path:
-            return json_answer(200, {"candidates": [
-                {"candidate_id": "c1", "subject": "payments", "revision": SHA, "environment": "staging"}]})
+            return json_answer(
+                200,
+                {
+                    "candidates": [
+                        {
+                            "candidate_id": "c1",
+                            "subject": "payments",
+                            "revision": SHA,
+                            "environment": "staging",
+                        }
+                    ]
+                },
+            )
         return json_answer(200, {"revision": SHA, **decision})
 
     with stand_in_server(answer) as url:
-        env = clean_env(home, url=url, project="demo", subject="payments", environment="staging",
-                        token_file=str(token), timeout_seconds="5")
+        env = clean_env(
+            home,
+            url=url,
+            project="demo",
+            subject="payments",
+            environment="staging",
+            token_file=str(token),
+            timeout_seconds="5",
+        )
         plain = run_hook(b"", env, "gate", "--revision", SHA)
         as_json = run_hook(b"", env, "gate", "--revision", SHA, "--json")
     assert plain.exit_code == code

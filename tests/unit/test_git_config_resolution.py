@@ -17,8 +17,12 @@ from sentinel_client.managed_settings import DEFAULT_PROTECTED_REFS, find_git
 from sentinel_client.shell_lexer import Word
 
 GIT = find_git(None)
-IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x.invalid", "GIT_COMMITTER_NAME": "t",
-            "GIT_COMMITTER_EMAIL": "t@x.invalid"}
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@x.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@x.invalid",
+}
 
 
 @pytest.fixture
@@ -35,8 +39,12 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     work = tmp_path / "w"
     work.mkdir()
     env = {**os.environ, **IDENTITY}
-    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "m"],
-                 ["checkout", "-qb", "feature"], ["commit", "-q", "--allow-empty", "-m", "f"]):
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["commit", "-q", "--allow-empty", "-m", "m"],
+        ["checkout", "-qb", "feature"],
+        ["commit", "-q", "--allow-empty", "-m", "f"],
+    ):
         subprocess.run([GIT, *args], cwd=work, env=env, check=True)
     return work
 

@@ -57,7 +57,10 @@ def refused(path: Path) -> str:
 def test_a_protected_managed_file_is_read(managed: Path) -> None:
     settings = load(managed)
     assert (settings.url, settings.project, settings.token_file, settings.timeout_seconds) == (
-        "https://sentinel.example.com", "demo", "/etc/sentinel/token", 5.0,
+        "https://sentinel.example.com",
+        "demo",
+        "/etc/sentinel/token",
+        5.0,
     )
     assert settings.release_patterns == list(DEFAULT_RELEASE_PATTERNS)
     assert settings.protected_refs == list(DEFAULT_PROTECTED_REFS)
@@ -134,7 +137,10 @@ def test_the_environment_cannot_loosen_anything(managed: Path) -> None:
     settings = load(managed, environ)
     # Then everything that decides what is trusted is the managed file's
     assert (settings.url, settings.token_file, settings.project, settings.timeout_seconds) == (
-        "https://sentinel.example.com", "/etc/sentinel/token", "demo", 5.0,
+        "https://sentinel.example.com",
+        "/etc/sentinel/token",
+        "demo",
+        5.0,
     )
     # And the patterns and refs are only added to
     assert settings.release_patterns == [*DEFAULT_RELEASE_PATTERNS, "^$"]
@@ -146,8 +152,14 @@ def test_a_user_writable_settings_file_cannot_loosen_anything(managed: Path, tmp
     home = tmp_path / "home"
     (home / ".config" / "sentinel").mkdir(parents=True)
     (home / ".config" / "sentinel" / "client.json").write_text(
-        json.dumps({"url": "http://127.0.0.1:9", "token_file": "/tmp/mine", "release_patterns": ["^$"],
-                    "protected_refs": ["refs/heads/prod"]})
+        json.dumps(
+            {
+                "url": "http://127.0.0.1:9",
+                "token_file": "/tmp/mine",
+                "release_patterns": ["^$"],
+                "protected_refs": ["refs/heads/prod"],
+            }
+        )
     )
     settings = load(managed, {}, home)
     assert (settings.url, settings.token_file) == ("https://sentinel.example.com", "/etc/sentinel/token")
@@ -173,7 +185,9 @@ def test_an_added_pattern_that_could_stall_the_hook_is_refused(managed: Path) ->
         ({"git": "git"}, "CONFIG_INVALID"),
     ],
 )
-def test_a_managed_setting_that_cannot_be_understood_is_refused(managed: Path, changes: dict, code: str) -> None:
+def test_a_managed_setting_that_cannot_be_understood_is_refused(
+    managed: Path, changes: dict, code: str
+) -> None:
     managed.write_text(json.dumps({**MANAGED, **changes}))
     assert refused(managed) == code
 

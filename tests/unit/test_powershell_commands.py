@@ -28,11 +28,18 @@ def words(command: str) -> list[str | tuple[str, bool]]:
         ('echo "a`tb"', [("echo", False), ("a\tb", False)]),
         ('echo "$env:HOME"', [("echo", False), ("$env:HOME", True)]),
         ("echo $x", [("echo", False), ("$x", True)]),
-        ("git push origin evil:`\nmain", [("git", False), ("push", False), ("origin", False), ("evil:", False),
-                                          ("main", False)]),
-        ("a; b && c || d | e", [("a", False), ";", ("b", False), "&&", ("c", False), "||", ("d", False), "|",
-                                ("e", False)]),
-        ("git push origin a,b", [("git", False), ("push", False), ("origin", False), ("a", False), ("b", False)]),
+        (
+            "git push origin evil:`\nmain",
+            [("git", False), ("push", False), ("origin", False), ("evil:", False), ("main", False)],
+        ),
+        (
+            "a; b && c || d | e",
+            [("a", False), ";", ("b", False), "&&", ("c", False), "||", ("d", False), "|", ("e", False)],
+        ),
+        (
+            "git push origin a,b",
+            [("git", False), ("push", False), ("origin", False), ("a", False), ("b", False)],
+        ),
         ("git log # comment", [("git", False), ("log", False)]),
         ("cmd > out.txt 2>&1", [("cmd", False), "redirect:>", ("out.txt", False), "redirect:2>&1"]),
         ("& 'git' status", ["&call", ("git", False), ("status", False)]),
@@ -64,7 +71,9 @@ def test_the_subset_is_tokenised_with_powershell_quoting(command: str, tokens: l
 def test_anything_outside_the_subset_is_hidden(command: str) -> None:
     # Given a construct outside the subset, When it is analysed, Then it is hidden and nothing is judged
     result = analyse_powershell(command, "/repo", PATTERNS, PROTECTED)
-    assert [h.construct.split(" (")[0] for h in result.hidden] == ["PowerShell outside the subset the hook reads"]
+    assert [h.construct.split(" (")[0] for h in result.hidden] == [
+        "PowerShell outside the subset the hook reads"
+    ]
     assert result.releases == []
 
 
@@ -116,8 +125,14 @@ def test_an_env_assignment_reaches_git_like_an_export() -> None:
 
 @pytest.mark.parametrize(
     "command",
-    ["git status", "Get-ChildItem -Recurse", "git push origin feature", 'Write-Output "git push origin main"',
-     "git push --dry-run origin main", "Invoke-RestMethod https://api.github.com/repos/o/r"],
+    [
+        "git status",
+        "Get-ChildItem -Recurse",
+        "git push origin feature",
+        'Write-Output "git push origin main"',
+        "git push --dry-run origin main",
+        "Invoke-RestMethod https://api.github.com/repos/o/r",
+    ],
 )
 def test_benign_powershell_passes(command: str) -> None:
     result = analyse_powershell(command, "/repo", PATTERNS, PROTECTED)

@@ -115,12 +115,31 @@ def test_a_plain_push_of_the_checked_out_feature_branch_is_not_gated() -> None:
         ("if git diff --quiet; then git push origin main; fi", "git push origin main", ("main",), "/repo"),
         ("git merge feature-x", "git merge feature-x", ("feature-x",), "/repo"),
         ("git merge --continue", "git merge --continue", ("MERGE_HEAD",), "/repo"),
-        (f"gh pr merge 42 --match-head-commit {SHA}", f"gh pr merge 42 --match-head-commit {SHA}", (SHA,), "/repo"),
-        (f"gh -R o/r pr merge 42 --match-head-commit={SHA}", f"gh -R o/r pr merge 42 --match-head-commit={SHA}",
-         (SHA,), "/repo"),
+        (
+            f"gh pr merge 42 --match-head-commit {SHA}",
+            f"gh pr merge 42 --match-head-commit {SHA}",
+            (SHA,),
+            "/repo",
+        ),
+        (
+            f"gh -R o/r pr merge 42 --match-head-commit={SHA}",
+            f"gh -R o/r pr merge 42 --match-head-commit={SHA}",
+            (SHA,),
+            "/repo",
+        ),
         (f"glab mr merge 7 --sha={SHA}", f"glab mr merge 7 --sha={SHA}", (SHA,), "/repo"),
-        ("npx cdk deploy --all --require-approval never", "cdk deploy --all --require-approval never", (), "/repo"),
-        ("terraform -chdir=infra apply -auto-approve", "terraform -chdir=infra apply -auto-approve", (), "/repo"),
+        (
+            "npx cdk deploy --all --require-approval never",
+            "cdk deploy --all --require-approval never",
+            (),
+            "/repo",
+        ),
+        (
+            "terraform -chdir=infra apply -auto-approve",
+            "terraform -chdir=infra apply -auto-approve",
+            (),
+            "/repo",
+        ),
         ("npm publish --access public", "npm publish --access public", (), "/repo"),
         ("docker push registry.example.com/app:1.2", "docker push registry.example.com/app:1.2", (), "/repo"),
     ],
@@ -151,8 +170,10 @@ def test_a_push_is_resolved_with_the_config_the_command_gives_git() -> None:
     # Then git was asked with exactly the command's -c options and environment, and the push is judged at
     # the configured source
     assert repository.asked == [
-        (("-c", "a.b=c"), {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "remote.origin.push",
-                           "GIT_CONFIG_VALUE_0": "x"})
+        (
+            ("-c", "a.b=c"),
+            {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "remote.origin.push", "GIT_CONFIG_VALUE_0": "x"},
+        )
     ]
     assert [r.refs for r in result.releases] == [("refs/heads/feature-x",)]
 
@@ -161,8 +182,11 @@ def test_a_push_is_resolved_with_the_config_the_command_gives_git() -> None:
     ("config", "head", "command"),
     [
         ({"push__default": "matching"}, "refs/heads/feature-x", "git push"),
-        ({"push__default": "upstream", "branch__feature-x__merge": "refs/heads/main"}, "refs/heads/feature-x",
-         "git push"),
+        (
+            {"push__default": "upstream", "branch__feature-x__merge": "refs/heads/main"},
+            "refs/heads/feature-x",
+            "git push",
+        ),
         ({"remote__origin__mirror": "true"}, "refs/heads/feature-x", "git push origin"),
         ({"alias__ship": "push origin feature-x:main"}, "refs/heads/feature-x", "git ship"),
         ({"remote__pushdefault": "up", "remote__up__push": "HEAD:main"}, "refs/heads/feature-x", "git push"),
@@ -182,15 +206,27 @@ def test_every_way_config_names_a_protected_destination_is_a_release(config, hea
         ("git push origin :main", "it deletes a protected branch: there is no commit to judge"),
         ("git push origin --delete main", "it deletes a protected branch: there is no commit to judge"),
         ("git push --mirror origin", "it mirrors every ref, deleting what is absent locally"),
-        ("gh pr merge 42 --squash", "the forge merges the head it sees, not a commit the gate judged; add "
-         "--match-head-commit <full commit id of the head> so the merge is bound to it"),
-        ("gh --repo o/r pr merge 42", "the forge merges the head it sees, not a commit the gate judged; add "
-         "--match-head-commit <full commit id of the head> so the merge is bound to it"),
-        ("git checkout main && git push", "the hook cannot tell which branches it updates (not a git "
-         "repository, or the command changes the repository first); name the branch: git push origin "
-         "SOURCE:BRANCH"),
-        ("git commit -qm x && git push origin x:main", "an earlier command in the same line changes the "
-         "repository, so the commit it pushes cannot be known now; run the push on its own"),
+        (
+            "gh pr merge 42 --squash",
+            "the forge merges the head it sees, not a commit the gate judged; add "
+            "--match-head-commit <full commit id of the head> so the merge is bound to it",
+        ),
+        (
+            "gh --repo o/r pr merge 42",
+            "the forge merges the head it sees, not a commit the gate judged; add "
+            "--match-head-commit <full commit id of the head> so the merge is bound to it",
+        ),
+        (
+            "git checkout main && git push",
+            "the hook cannot tell which branches it updates (not a git "
+            "repository, or the command changes the repository first); name the branch: git push origin "
+            "SOURCE:BRANCH",
+        ),
+        (
+            "git commit -qm x && git push origin x:main",
+            "an earlier command in the same line changes the "
+            "repository, so the commit it pushes cannot be known now; run the push on its own",
+        ),
         ('cd "$WORKTREE" && git push origin main', "the command runs in a directory the hook cannot follow"),
         ("cd - && npm publish", "the command runs in a directory the hook cannot follow"),
     ],
@@ -234,23 +270,37 @@ def test_an_implicit_push_outside_a_repository_is_unresolved() -> None:
         ("git -c credential.helper='!f' fetch", "git -c credential.helper makes git run a program"),
         ("git -c include.path=/tmp/c push", "git -c include.path makes git run a program"),
         ("git -c diff.external=x diff", "git -c diff.external makes git run a program"),
-        ("GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/h git commit",
-         "GIT_CONFIG_KEY sets core.hooksPath, which makes git run a program"),
+        (
+            "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/h git commit",
+            "GIT_CONFIG_KEY sets core.hooksPath, which makes git run a program",
+        ),
         ("GIT_SSH_COMMAND='sh x' git fetch", "GIT_SSH_COMMAND makes git run a program"),
         ("git config core.hooksPath /tmp/h", "git config core.hooksPath makes git run a program"),
         ("git config --global alias.go '!git push'", "git config alias.go makes git run a program"),
         ("git push --receive-pack='sh x' origin f", "git push with an option that runs a program"),
-        ("python3 -c \"import os; os.system('git push origin main')\"",
-         "python3 inline code that can start a process (it imports os)"),
-        ("python3.12 -c '__import__(\"os\")'", "python3.12 inline code that can start a process (it uses __import__)"),
-        ("python -c 'print(().__class__)'", "python inline code that can start a process (it reaches the private "
-         "attribute __class__)"),
-        ("node -e \"require('child_process').execSync('x')\"",
-         "node inline code that can start a process (it requires child_process)"),
+        (
+            "python3 -c \"import os; os.system('git push origin main')\"",
+            "python3 inline code that can start a process (it imports os)",
+        ),
+        (
+            "python3.12 -c '__import__(\"os\")'",
+            "python3.12 inline code that can start a process (it uses __import__)",
+        ),
+        (
+            "python -c 'print(().__class__)'",
+            "python inline code that can start a process (it reaches the private attribute __class__)",
+        ),
+        (
+            "node -e \"require('child_process').execSync('x')\"",
+            "node inline code that can start a process (it requires child_process)",
+        ),
         ("perl -e 'system 1'", "perl inline code that can start a process (it uses system)"),
         ("ruby -e '`x`'", "ruby inline code that can start a process (it uses `)"),
         ("awk 'BEGIN{system(\"x\")}'", "awk code that can start a process (it uses system)"),
-        ("sed 's/a/b/e' f", "sed that can run a command or write a file (a sed s command with the e or w flag)"),
+        (
+            "sed 's/a/b/e' f",
+            "sed that can run a command or write a file (a sed s command with the e or w flag)",
+        ),
         ("git push --no-verify origin main", "git push --no-verify"),
         ('git push origin "$(git branch --show-current)"', "a push remote or target computed at run time"),
         ('git push -u origin "$BRANCH"', "a push remote or target computed at run time"),
@@ -259,7 +309,10 @@ def test_an_implicit_push_outside_a_repository_is_unresolved() -> None:
         ("terraform $ACTION", "an argument computed at run time"),
         ("echo main | xargs git push origin", "xargs: a push remote or target computed at run time"),
         ("echo x | xargs -I{} sh -c 'git push origin {}'", "xargs: sh -c with a script computed at run time"),
-        ("find . -exec sh -c 'git push origin {}' \\;", "find -exec: sh -c with a script computed at run time"),
+        (
+            "find . -exec sh -c 'git push origin {}' \\;",
+            "find -exec: sh -c with a script computed at run time",
+        ),
         ("trap 'git push origin main' EXIT", "trap"),
         ("echo x > .git/hooks/pre-push", "a write into git's own files (hooks, config)"),
         ("cp hook .git/hooks/pre-push", "a command that can write into git's own files (hooks, config)"),
@@ -342,9 +395,14 @@ def test_the_release_patterns_setting_adds_releases_and_protected_refs_gate_push
     # Given custom patterns that gate `make release` only
     patterns = [r"\bmake\b[^;&|\n]*\srelease\b"]
     # When commands are analysed, Then what the patterns name is a release
-    assert [r.command for r in analyse_command("make release", "/repo", patterns).releases] == ["make release"]
+    assert [r.command for r in analyse_command("make release", "/repo", patterns).releases] == [
+        "make release"
+    ]
     # And a push to a protected ref is one whatever the patterns, unless the ref is not protected
     assert analyse_command("git push origin main", "/repo", patterns, Checkout()).releases != []
-    assert analyse_command("git push origin main", "/repo", patterns, Checkout(), ["refs/heads/prod"]).releases == []
+    assert (
+        analyse_command("git push origin main", "/repo", patterns, Checkout(), ["refs/heads/prod"]).releases
+        == []
+    )
     # And an MCP tool the patterns name is a release too
     assert analyse_mcp("mcp__ci__make_release_now", {}, "/repo", [r"^mcp__ci__"]).releases != []
