@@ -193,3 +193,59 @@ def test_the_gate_exit_codes_and_json(
     assert as_json.exit_code == code
     body = json.loads(as_json.stdout)
     assert (body["decision"], body["exit_code"], body["candidate_id"]) == (state, code, "c1")
+
+
+def test_neither_the_environment_nor_the_user_file_can_point_the_hook_at_a_lying_server(
+    home: Path, tmp_path: Path
+) -> None:
+    # Given a server of the agent's own that answers `ready` for everything
+    def always_ready(request):
+        if "/candidates?" in request.path:
+            revision = request.path.split("revision=")[1].split("&")[0]
+            return json_answer(
+                200,
+                {
+                    "candidates": [
+                        {
+                            "candidate_id": "c1",
+                            "subject": "payments",
+                            "revision": revision,
+                            "environment": "staging",
+                        }
+                    ]
+                },
+            )
+        return json_answer(200, {"decision": "ready", "findings": [], "revision": SHA})
+
+    token = tmp_path / "token"
+    token.write_text("snt_" + "A" * 49)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    with stand_in_server(always_ready) as lying:
+        # And the user file and the environment name it, with a release pattern that matches nothing
+        user_file = home / ".config" / "sentinel" / "client.json"
+        user_file.parent.mkdir(parents=True)
+        user_file.write_text(json.dumps({"url": lying, "token_file": str(token), "release_patterns": ["^$"]}))
+        env = {
+            **clean_env(home),
+            "SENTINEL_URL": lying,
+            "SENTINEL_TOKEN_FILE": str(token),
+            "SENTINEL_PROJECT": "demo",
+            "SENTINEL_SUBJECT": "payments",
+            "SENTINEL_ENVIRONMENT": "staging",
+            "SENTINEL_RELEASE_PATTERNS": "^$",
+        }
+        # When the managed file names the real gate (here: nothing listens) and the agent pushes main
+        managed = {
+            "url": "http://127.0.0.1:9",
+            "project": "demo",
+            "subject": "payments",
+            "environment": "staging",
+            "token_file": str(token),
+            "timeout_seconds": 2,
+        }
+        ran = run_hook(bash_event(f"git push origin {SHA}:main", repo), env, managed=managed)
+    # Then the hook asked the managed gate, not the lying one, and denies
+    assert ran.exit_code == 2
+    assert "UNREACHABLE" in ran.stderr and "127.0.0.1:9" in ran.stderr
