@@ -18,6 +18,55 @@ from .releases import RepoFacts
 from .shell_lexer import Word
 
 _VALUE_OPTIONS = frozenset({"--repo", "-o", "--push-option", "--receive-pack", "--exec"})
+# git push's long options: git accepts any unambiguous prefix (`--mir` is --mirror, `--dry` --dry-run), and
+# `--no-` before a boolean one negates it.
+PUSH_OPTIONS = (
+    "all",
+    "branches",
+    "mirror",
+    "delete",
+    "tags",
+    "follow-tags",
+    "dry-run",
+    "porcelain",
+    "force",
+    "force-with-lease",
+    "force-if-includes",
+    "repo",
+    "set-upstream",
+    "thin",
+    "quiet",
+    "verbose",
+    "progress",
+    "prune",
+    "no-verify",
+    "verify",
+    "recurse-submodules",
+    "atomic",
+    "push-option",
+    "ipv4",
+    "ipv6",
+    "signed",
+    "receive-pack",
+    "exec",
+)
+
+
+def expand_long(option: str, known: tuple[str, ...]) -> str:
+    """The long option git reads for `option` (a unique prefix of a known one, or `--no-` and one); as
+    written when it is neither."""
+    name = option[2:]
+    for negated in (False, True):
+        if negated:
+            if not name.startswith("no-"):
+                break
+            name = name[3:]
+        matches = [k for k in known if k == name] or [k for k in known if k.startswith(name)]
+        if len(matches) == 1:
+            return ("--no-" if negated else "--") + matches[0]
+    return option
+
+
 _EVERYTHING = "it mirrors every ref, deleting what is absent locally"
 
 
@@ -58,6 +107,9 @@ def _read_options(args: Sequence[Word]) -> _Options:
             break
         option, has_value, value = text.partition("=")
         if option.startswith("--"):
+            option = expand_long(option, PUSH_OPTIONS)
+            if option == "--no-dry-run":
+                found.dry_run = False
             if option in _VALUE_OPTIONS and not has_value:
                 value = args[index].text if index < len(args) else ""
                 index += 1

@@ -15,7 +15,7 @@ import re
 import shlex
 from collections.abc import Mapping
 
-from .git_push import is_protected, plan_push
+from .git_push import PUSH_OPTIONS, _full_destination, expand_long, is_protected, plan_push
 from .releases import Release, RepoFacts, _change_directory, _located, _replace
 from .shell_lexer import Word, render
 
@@ -154,6 +154,14 @@ def _global_options(
     return index, options, directory, dynamic, None
 
 
+def _runs_program(text: str, runs: frozenset[str]) -> bool:
+    """An option (or a unique prefix of one, as git accepts) that makes git run a program."""
+    option = text.partition("=")[0]
+    if any(text.startswith(o) for o in runs if len(o) == 2):
+        return True
+    return option.startswith("--") and len(option) > 3 and any(o.startswith(option) for o in runs)
+
+
 def harmful(key: str, value: str | None) -> bool:
     return bool(CODE_KEYS.fullmatch(key)) and (
         value is None
@@ -210,10 +218,7 @@ class GitAnalysis:
                 self.hide(f"the configuration this command points git at sets {bad}", words)
                 return
         runs = _PROGRAM_OPTIONS.get(sub.text, frozenset())
-        if any(
-            w.text.partition("=")[0] in runs or any(w.text.startswith(o) for o in runs if len(o) == 2)
-            for w in args
-        ):
+        if any(_runs_program(w.text, runs) for w in args):
             self.hide(f"git {sub.text} with an option that runs a program", words)
             return
         if sub.text not in GIT_COMMANDS:
@@ -236,6 +241,9 @@ class GitAnalysis:
             "filter-branch": self.git_runs,
             "for-each-repo": self.git_runs,
             "worktree": self.git_runs,
+            "update-ref": self.git_ref_update,
+            "branch": self.git_ref_update,
+            "fetch": self.git_ref_update,
         }.get(sub.text)
         if handler is not None:
             handler(sub.text, words, args, context, facts, taint)
@@ -285,7 +293,7 @@ class GitAnalysis:
         if any(w.dynamic for w in args if not w.text.startswith("-") or w.dynamic):
             self.hide("a push remote or target computed at run time", words)
             return
-        if any(w.text == "--no-verify" for w in args):
+        if any(w.text.startswith("--") and expand_long(w.text, PUSH_OPTIONS) == "--no-verify" for w in args):
             self.hide("git push --no-verify", words)
             return
         plan = plan_push(args, facts, self.stale)
@@ -384,6 +392,41 @@ class GitAnalysis:
             )
         self.release(_located(release, context.directory), taint, words)
 
+    def git_ref_update(
+        self,
+        sub: str,
+        words: list[Word],
+        args: list[Word],
+        context: Release,
+        facts: RepoFacts | None,
+        taint: tuple[str, ...],
+    ) -> None:
+        """A ref moved inside a bare repository (a remote, such as a local `origin.git`) is a push by other
+        means: `git -C origin.git update-ref refs/heads/main X`, `branch -f main X`, `fetch ../w x:main`."""
+        # A repository the hook cannot read may be bare: only a named protected target is held against it.
+        bare = facts is not None and (facts.get("core.bare") or "").lower() == "true"
+        if not (bare or facts is None) or (sub == "branch" and not any(w.text.startswith("-") for w in args)):
+            return
+        targets = _ref_update_targets(sub, args, facts)
+        if targets is None and bare:
+            self.release(
+                _replace(
+                    context, unresolved=f"git {sub} in this repository can move refs the hook cannot list"
+                ),
+                taint,
+                words,
+            )
+        elif targets and any(is_protected(ref, self.protected) for ref in targets):
+            self.release(
+                _replace(
+                    context,
+                    unresolved=f"git {sub} moves a protected branch of a bare "
+                    "repository (a remote) without a push the gate can judge",
+                ),
+                taint,
+                words,
+            )
+
     def git_runs(
         self,
         sub: str,
@@ -424,6 +467,34 @@ class GitAnalysis:
                     self.hide(f"git {sub} with a command computed at run time", words)
                 else:
                     self.nested(" ".join(w.text for w in rest), directory, taint, f"git {sub}", tainted=True)
+
+
+def _ref_update_targets(sub: str, args: list[Word], facts: RepoFacts | None) -> list[str] | None:
+    """The full refs `git update-ref`, `git branch` or `git fetch` would move; None when it cannot be told."""
+    positionals = [w for w in args if not w.text.startswith("-")]
+    if any(w.dynamic for w in args) or any(w.text == "--stdin" for w in args):
+        return None
+    head = facts.head if facts is not None else None
+    if sub == "update-ref":
+        if not positionals:
+            return []
+        name = positionals[0].text
+        if name == "HEAD":
+            return [head] if head else None
+        return [name if name.startswith("refs/") else f"refs/heads/{name}", name]
+    if sub == "branch":
+        return [f"refs/heads/{w.text}" for w in positionals] + ([head] if head else [])
+    if len(positionals) < 2:
+        return None  # the configured fetch refspecs of a bare repository may update its branches
+    targets: list[str] = []
+    for spec in positionals[1:]:
+        value = spec.text.lstrip("+")
+        source, colon, destination = value.partition(":")
+        if "*" in value:
+            return None
+        if colon and destination:
+            targets.append(_full_destination(destination, source, facts))
+    return targets
 
 
 def git_environment_of(env: Mapping[str, str | None]) -> dict[str, str]:

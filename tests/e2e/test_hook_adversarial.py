@@ -70,6 +70,7 @@ def ps(command: str, is_attack: bool = True) -> Case:
 
 
 CHECKOUT_EVIL = "git checkout -q evil"
+SEED_EVIL = "git push -q origin evil"  # an allowed push of an unprotected branch, earlier
 PUSH = "git push origin evil:main"
 
 BASH_ATTACKS = [
@@ -91,6 +92,16 @@ BASH_ATTACKS = [
     attack("git push file://{sandbox}/origin.git evil:main"),
     attack("git -c remote.origin.push=evil:main push --repo=origin"),
     attack("git push origin evil:main --force-with-lease"),
+    # abbreviated and negated options, as git's option parser accepts them
+    attack("git push --mir origin"),
+    attack("git push --al origin"),
+    attack("git push --dry --no-dry-run origin evil:main"),
+    attack("git push -n --no-dry origin evil:main"),
+    # the remote is a bare repository here: moving its refs directly is a push by other means
+    attack("git -C ../origin.git update-ref refs/heads/main refs/heads/evil", setup=SEED_EVIL),
+    attack("git --git-dir=../origin.git branch -f main evil", setup=SEED_EVIL),
+    attack("GIT_DIR=../origin.git git update-ref refs/heads/main refs/heads/evil", setup=SEED_EVIL),
+    attack("git -C ../origin.git fetch -q ../w evil:main"),
     attack("git push origin 'evil:main'"),
     attack("git push origin \"ev\"'il:ma'in"),
     attack("git push origin ev\\il:main"),
@@ -384,6 +395,8 @@ BENIGN = [
     benign("env FOO=1 git push origin feature"),
     benign("setsid -w git push origin feature"),
     benign("git stash list"),
+    benign("git -C ../origin.git log --oneline -1"),
+    benign("git push --dry-run --all origin"),
     # releases of the ready commit R: judged, ready, allowed; they move origin/main legitimately
     benign("git push origin feature:main", moves=True),
     benign("git push origin HEAD:main", moves=True),
