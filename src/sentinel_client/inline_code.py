@@ -57,7 +57,7 @@ AWKS = frozenset({"awk", "gawk", "mawk", "nawk", "busybox-awk"})
 
 SAFE_PYTHON_MODULES = frozenset(
     """json math cmath re string textwrap datetime time random itertools functools collections decimal
-    fractions statistics base64 hashlib hmac uuid binascii struct pprint unicodedata zlib csv enum
+    fractions statistics base64 hashlib hmac binascii struct pprint unicodedata zlib csv enum
     dataclasses typing operator copy heapq bisect calendar html ipaddress secrets tomllib difflib keyword
     sys urllib.parse shlex fnmatch""".split()
 )
@@ -105,7 +105,29 @@ _SAFE_SYS = frozenset(
 _READ_MODES = frozenset({"r", "rb", "rt", "br", "tr"})
 
 
-def python_can_spawn(code: str) -> str | None:
+_module_names: frozenset[str] | None = None
+
+
+def _module_attributes() -> frozenset[str]:
+    """Names under which an allowed module holds another module (`shlex.os`, `from shlex import os`): the
+    way from a harmless module to one that starts processes. Read from the modules themselves, once."""
+    global _module_names
+    if _module_names is None:
+        import importlib
+        import types
+
+        names = {"modules", "os", "sys", "subprocess", "posix", "nt", "builtins", "importlib", "ctypes"}
+        for name in SAFE_PYTHON_MODULES:
+            try:
+                module = importlib.import_module(name)
+            except ImportError:
+                continue
+            names.update(a for a in dir(module) if isinstance(getattr(module, a, None), types.ModuleType))
+        _module_names = frozenset(names)
+    return _module_names
+
+
+def python_can_spawn(code: str) -> str | None:  # noqa: C901 - one check per kind of node
     """Why Python code can start a process or write a file; None when it only uses harmless parts."""
     try:
         tree = ast.parse(code)
@@ -126,9 +148,17 @@ def python_can_spawn(code: str) -> str | None:
                 sys_names.update(alias.asname or alias.name for alias in node.names if alias.name == "sys")
             elif node.module == "sys" and any(alias.name not in _SAFE_SYS for alias in node.names):
                 return "it imports from sys what reaches other modules"
+            elif isinstance(node, ast.ImportFrom) and any(
+                alias.name in _module_attributes() or alias.name == "*" for alias in node.names
+            ):
+                return f"it imports a module from {node.module}"
         elif isinstance(node, ast.Attribute):
             if node.attr.startswith("_"):
                 return f"it reaches the private attribute {node.attr}"
+            if node.attr in _module_attributes() and not (
+                isinstance(node.value, ast.Name) and node.value.id in sys_names and node.attr in _SAFE_SYS
+            ):
+                return f"it reaches the module {node.attr} through another"
             if isinstance(node.value, ast.Name) and node.value.id in sys_names and node.attr not in _SAFE_SYS:
                 return f"it uses sys.{node.attr}"
         elif isinstance(node, ast.Name) and node.id in _UNSAFE_PYTHON_NAMES:
@@ -170,7 +200,7 @@ _NODE_PROCESS_SAFE = re.compile(
 _NODE_UNSAFE = re.compile(
     r"\b(?:process|global|globalThis|eval|Function|constructor|import|module|Deno|Bun|child_process|spawn"
     r"|exec|execSync|fork|Reflect|Proxy|WebAssembly|fetch|XMLHttpRequest|prototype|__proto__|this|self"
-    r"|window|setTimeout|setInterval|fs)\b|\[\s*['\"`]|\\x|\\u"
+    r"|window|setTimeout|setInterval|fs)\b|[\w\])]\s*\[|\\x|\\u"
 )
 _NODE_REQUIRE = re.compile(r"\brequire\s*\(\s*(['\"])([\w:/.-]+)\1\s*\)")
 _SCRIPTING_UNSAFE = re.compile(

@@ -244,6 +244,8 @@ BASH_ATTACKS = [
     attack('python3 -c \'__import__("subprocess").run(["git","push","origin","evil:main"])\''),
     attack('python3 -c \'import subprocess as s; s.run("gi"+"t push origin evil:main", shell=True)\''),
     attack('python3 -c \'import sys; sys.modules["os"].system("git push origin evil:main")\''),
+    attack("python3 -c 'import shlex; shlex.os.system(\"git push origin evil:main\")'"),
+    attack("python3 -c 'from shlex import os; os.system(\"git push origin evil:main\")'"),
     attack("python3 - <<'EOF'\nimport os\nos.system('git push origin evil:main')\nEOF"),
     attack("python3 <<< 'import os; os.system(\"git push origin evil:main\")'"),
     attack("perl -e 'system(\"git push origin evil:main\")'"),
