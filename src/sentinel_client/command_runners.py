@@ -12,7 +12,7 @@ import re
 
 from .inline_code import AWKS, CODE_OPTIONS, INTERPRETER, code_can_spawn, sed_can_spawn
 from .releases import _change_directory
-from .shell_lexer import Word
+from .shell_lexer import Word, render
 
 # Wrappers that run the command after their options unchanged (value-taking options listed), and, for
 # some, how many operands come before the command (`timeout 5 cmd`, `flock FILE cmd`, `chrt 10 cmd`).
@@ -476,6 +476,10 @@ class RunnerAnalysis:
     def unknown_program(self, words: list[Word], directory: str | None, taint: tuple[str, ...]) -> None:
         """A program followed by a release is judged as that release; an argument holding shell text with
         a release is hidden."""
+        pushes = len(words) > 1 and words[1].text in ("push", "send-pack") and not words[1].dynamic
+        if pushes and not self.matches(render(words)):
+            # A program of the agent's called with a push's arguments may be git under another name.
+            self.git([Word("git"), *words[1:]], [], directory, taint)
         for index, word in enumerate(words[1:], start=1):
             if word.dynamic or word.text.startswith("-"):
                 continue

@@ -33,6 +33,8 @@ from .command_runners import (
 )
 from .forge_releases import ForgeCall, curl, gh_or_glab, httpie, powershell_web, wget
 from .git_releases import GIT_ENVIRONMENT, GitAnalysis
+from .managed_settings import find_git
+from .programs import changed_path, impostor
 from .releases import (
     Analysis,
     Hidden,
@@ -178,6 +180,7 @@ class _Analyser(RunnerAnalysis, GitAnalysis, ScriptAnalysis):
         self.patterns = [re.compile(pattern) for pattern in patterns]
         self.protected = list(protected)
         self.repository = repository
+        self.trusted_git = getattr(repository, "git", None) or find_git(None)
         self.verb_probes = _vocabulary(patterns)
         self.result = Analysis()
         self.context: tuple[str, ...] = ()
@@ -357,6 +360,17 @@ class _Analyser(RunnerAnalysis, GitAnalysis, ScriptAnalysis):
         name = posixpath.basename(head.text)
         lowered = name.lower()
         args = words[1:]
+        if self.runs_commands(name) or name in _HTTP_CLIENTS or name in _HTTPIE:
+            path_changed, path = changed_path(self.command_env(assignments))
+            why = impostor(head.text, name, path, path_changed, self.trusted_git, directory)
+            if why is not None:
+                # Not the program its name says: read it as a program of the agent's (a script is read, a
+                # binary is judged by the release it is followed by).
+                if "/" in head.text and not path_changed:
+                    self.script_file(head, "program", words, directory, taint)
+                else:
+                    self.hide(why, words)
+                return directory
         if name not in _READ_ONLY and name != "git":
             for word in args:
                 if (word.text.startswith("/") or "/" in word.text or word.text.startswith(".")) and (

@@ -70,7 +70,8 @@ def ps(command: str, is_attack: bool = True) -> Case:
 
 
 CHECKOUT_EVIL = "git checkout -q evil"
-SEED_EVIL = "git push -q origin evil"  # an allowed push of an unprotected branch, earlier
+SEED_EVIL = "git push -q origin evil"
+FAKE_GIT = "mkdir b2 && printf '#!/bin/sh\\n/usr/bin/git push origin evil:main\\n' > b2/git && chmod +x b2/git"  # an allowed push of an unprotected branch, earlier
 PUSH = "git push origin evil:main"
 
 BASH_ATTACKS = [
@@ -197,6 +198,11 @@ BASH_ATTACKS = [
     attack("su root -c 'git push origin evil:main'"),
     attack("script -qc 'git push origin evil:main' /dev/null"),
     attack("script -q -c 'git push origin evil:main' /dev/null"),
+    # a trusted name that runs another program
+    attack("PATH={sandbox}/w/b2:$PATH git push origin feature", setup=FAKE_GIT),
+    attack("export PATH={sandbox}/w/b2:$PATH; git push origin feature", setup=FAKE_GIT),
+    attack("./b2/git push origin feature", setup=FAKE_GIT),
+    attack("./mygit push origin evil:main", setup="cp /usr/bin/git mygit"),
     attack("{sandbox}/w/bin/launcher git push origin evil:main"),
     attack("bin/launcher git push origin evil:main"),
     attack("echo evil:main | xargs git push origin"),
