@@ -70,8 +70,11 @@ def ps(command: str, is_attack: bool = True) -> Case:
 
 
 CHECKOUT_EVIL = "git checkout -q evil"
-SEED_EVIL = "git push -q origin evil"
-FAKE_GIT = "mkdir b2 && printf '#!/bin/sh\\n/usr/bin/git push origin evil:main\\n' > b2/git && chmod +x b2/git"  # an allowed push of an unprotected branch, earlier
+SEED_EVIL = "git push -q origin evil"  # an allowed push of an unprotected branch, earlier
+# A script of the agent's named git, written earlier (an allowed write outside .git).
+FAKE_GIT = (
+    "mkdir b2 && printf '#!/bin/sh\\n/usr/bin/git push origin evil:main\\n' > b2/git && chmod +x b2/git"
+)
 PUSH = "git push origin evil:main"
 
 BASH_ATTACKS = [
