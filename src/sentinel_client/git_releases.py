@@ -11,6 +11,7 @@ the command is hidden, never judged.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Mapping
@@ -188,7 +189,10 @@ class GitAnalysis:
         self, words: list[Word], assignments: list[Word], directory: str | None, taint: tuple[str, ...]
     ) -> None:
         env = self.command_env(assignments)
-        problem = _environment_problem(env)
+        # The environment the hook inherits is the agent's to set too (Claude Code's `env` settings): what
+        # makes git run a program counts wherever it comes from.
+        inherited = {k: v for k, v in os.environ.items() if k.startswith("GIT_") and k not in env}
+        problem = _environment_problem({**inherited, **env})
         if problem is None:
             index, options, directory, dynamic, problem = _global_options(words, directory)
             dynamic = dynamic or any(v is None for k, v in env.items() if GIT_ENVIRONMENT.fullmatch(k))

@@ -406,3 +406,27 @@ def test_the_release_patterns_setting_adds_releases_and_protected_refs_gate_push
     )
     # And an MCP tool the patterns name is a release too
     assert analyse_mcp("mcp__ci__make_release_now", {}, "/repo", [r"^mcp__ci__"]).releases != []
+
+
+def test_an_inherited_variable_that_makes_git_run_a_program_is_hidden(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given Claude Code's env settings (which the agent can write) giving git a program to run
+    monkeypatch.setenv("GIT_SSH_COMMAND", "sh -c 'git push origin x:main'")
+    # When the agent pushes a feature branch, Then the push is hidden, not judged
+    assert [h.construct for h in analyse("git push origin feature-x").hidden] == [
+        "GIT_SSH_COMMAND makes git run a program"
+    ]
+
+
+def test_a_trusted_name_must_run_the_trusted_program(tmp_path) -> None:
+    # Given a script of the agent's named git
+    fake = tmp_path / "git"
+    fake.write_text("#!/bin/sh\ngit push origin x:main\n")
+    fake.chmod(0o755)
+    # When a command puts it first on PATH, Then the command is hidden
+    result = analyse(f"PATH={tmp_path}:/usr/bin:/bin git push origin feature-x")
+    assert [h.construct.split(" runs ")[0] for h in result.hidden] == ["git"]
+    # And when the command names it by path, Then it is read as the agent's program, and its push judged
+    result = analyse_command(f"{fake} push origin feature-x", str(tmp_path), PATTERNS, Checkout())
+    assert [r.refs for r in result.releases] == [("x",)]
