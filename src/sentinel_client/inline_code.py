@@ -105,26 +105,19 @@ _SAFE_SYS = frozenset(
 _READ_MODES = frozenset({"r", "rb", "rt", "br", "tr"})
 
 
-_module_names: frozenset[str] | None = None
+# Names under which an allowed module holds another module (`shlex.os`, `from shlex import os`): the way
+# from a harmless module to one that starts processes. Private names are refused anyway; the test
+# tests/unit/test_inline_code.py checks this list against the modules of the running Python.
+MODULE_ATTRIBUTES = frozenset(
+    """abc base64 binascii bltns builtins codecs collections contextlib copy copyreg datetime decoder encoder
+    entities enum functools importlib inspect ipaddress itertools keyword math modules numbers operator os
+    posix nt posixpath ntpath random re scanner stdlib_re struct subprocess sys types warnings
+    ctypes""".split()
+)
 
 
 def _module_attributes() -> frozenset[str]:
-    """Names under which an allowed module holds another module (`shlex.os`, `from shlex import os`): the
-    way from a harmless module to one that starts processes. Read from the modules themselves, once."""
-    global _module_names
-    if _module_names is None:
-        import importlib
-        import types
-
-        names = {"modules", "os", "sys", "subprocess", "posix", "nt", "builtins", "importlib", "ctypes"}
-        for name in SAFE_PYTHON_MODULES:
-            try:
-                module = importlib.import_module(name)
-            except ImportError:
-                continue
-            names.update(a for a in dir(module) if isinstance(getattr(module, a, None), types.ModuleType))
-        _module_names = frozenset(names)
-    return _module_names
+    return MODULE_ATTRIBUTES
 
 
 def python_can_spawn(code: str) -> str | None:  # noqa: C901 - one check per kind of node
