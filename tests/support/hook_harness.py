@@ -46,10 +46,11 @@ class Ran:
 
 
 def hook_command(*args: str) -> list[str]:
-    # The installed console script is what a settings file names; `-m` keeps the tests usable without it.
+    # As docs/hook.md's managed command runs it: the installed console script under `python -I` (isolated
+    # from PYTHONPATH and the user's site); `-m` keeps the tests usable without the script.
     if HOOK_SCRIPT.exists():
-        return [str(HOOK_SCRIPT), *args]
-    return [sys.executable, "-m", "sentinel_client.hook", *args]
+        return [sys.executable, "-I", str(HOOK_SCRIPT), *args]
+    return [sys.executable, "-I", "-m", "sentinel_client.hook", *args]
 
 
 _SETTING_NAMES = (

@@ -72,13 +72,10 @@ def test_a_managed_file_not_owned_by_root_is_refused(managed: Path) -> None:
     # checked against root's uid, the production default)
     if os.geteuid() == ROOT_UID:
         os.chown(managed, NOBODY, NOBODY)
-        owner = ROOT_UID
-    else:
-        owner = ROOT_UID
-    assert os.stat(managed).st_uid != owner  # the precondition: this file is really not the owner's
-    # When the hook loads it, Then it is refused: nothing of it is used
+    assert os.stat(managed).st_uid != ROOT_UID  # the precondition: this file is really not root's
+    # When the hook loads it with the production default (root), Then it is refused: nothing of it is used
     with pytest.raises(ClientConfigError) as error:
-        load_hook_settings(str(managed), {}, None, owner=owner)
+        load_hook_settings(str(managed), {}, None)
     assert error.value.code == "CONFIG_UNTRUSTED"
     assert "owned by uid" in error.value.message
 
