@@ -112,7 +112,7 @@ MODULE_ATTRIBUTES = frozenset(
     """abc base64 binascii bltns builtins codecs collections contextlib copy copyreg datetime decoder encoder
     entities enum functools importlib inspect ipaddress itertools keyword math modules numbers operator os
     posix nt posixpath ntpath random re scanner stdlib_re struct subprocess sys types warnings
-    ctypes""".split()
+    ctypes parser tool request response error robotparser""".split()
 )
 
 

@@ -3,8 +3,9 @@ that starts processes, and the usual ways out of such an allow-list are refused.
 
 from __future__ import annotations
 
-import importlib
-import types
+import json
+import subprocess
+import sys
 
 import pytest
 
@@ -18,13 +19,22 @@ from sentinel_client.inline_code import (
 
 
 def test_every_module_an_allowed_module_holds_is_refused_by_name() -> None:
-    # Given the allowed modules as this Python has them
-    held = {
-        name
-        for module in SAFE_PYTHON_MODULES
-        for name in dir(importlib.import_module(module))
-        if isinstance(getattr(importlib.import_module(module), name, None), types.ModuleType)
-    }
+    # Given the allowed modules as a fresh Python (what `python -c` starts) has them
+    probe = (
+        "import importlib, json, sys, types\n"
+        "held = set()\n"
+        "for name in sys.argv[1:]:\n"
+        "    module = importlib.import_module(name)\n"
+        "    held.update(a for a in dir(module) if isinstance(getattr(module, a, None), types.ModuleType))\n"
+        "print(json.dumps(sorted(held)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", probe, *sorted(SAFE_PYTHON_MODULES)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    held = set(json.loads(done.stdout))
     # Then every public name under which they hold another module is refused
     assert {name for name in held if not name.startswith("_")} <= MODULE_ATTRIBUTES
 
