@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from collections.abc import Sequence
+from typing import IO, NoReturn
 
 from .hook_messages import _one_line
 from .releases import FULL_COMMIT
@@ -40,16 +43,43 @@ def _gate_report(verdict: Verdict) -> tuple[int, str, str]:
     return GATE_ERROR, "", text + "\n"
 
 
+def _json_report(verdict: Verdict) -> tuple[int, str, str]:
+    code = {"ready": GATE_READY, "hold": GATE_HOLD}.get(verdict.state, GATE_ERROR)
+    body = {
+        "decision": verdict.state,
+        "target": verdict.target,
+        "candidate_id": verdict.candidate_id,
+        "findings": verdict.findings,
+        "exit_code": code,
+    }
+    return code, json.dumps(body, sort_keys=True) + "\n", ""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Help and usage errors end with exit 2, never 0, the code CI reads as ready."""
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            self._print_message(message, sys.stderr)
+        raise SystemExit(GATE_ERROR)
+
+    def print_help(self, file: IO[str] | None = None) -> None:
+        super().print_help(sys.stderr)
+
+
 def gate(argv: Sequence[str]) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="sentinel-hook gate",
-        description="Ask Sentinel whether a commit may advance: exit 0 ready, 1 hold, 2 error. Run it as a "
-        "required check on the protected branch.",
+        description="Ask Sentinel whether a commit may advance: exit 0 ready, 1 hold, 2 error (help and "
+        "unknown options included). Run it as a required check on the protected branch.",
+        allow_abbrev=False,
     )
     parser.add_argument("--revision", required=True, help="the full commit id (40 or 64 hex digits)")
     parser.add_argument("--subject", help="overrides SENTINEL_SUBJECT")
     parser.add_argument("--environment", help="overrides SENTINEL_ENVIRONMENT")
+    parser.add_argument("--json", action="store_true", help="print the decision as one JSON object on stdout")
     args = parser.parse_args(list(argv))
+    report = _json_report if args.json else _gate_report
     target = f"the commit {args.revision}"
     try:
         if not FULL_COMMIT.fullmatch(args.revision):
@@ -59,7 +89,7 @@ def gate(argv: Sequence[str]) -> tuple[int, str, str]:
             )
         settings = _settings()
     except Problem as problem:
-        return _gate_report(Verdict.error(target, problem))
+        return report(Verdict.error(target, problem))
     settings.subject = args.subject or settings.subject
     settings.environment = args.environment or settings.environment
-    return _gate_report(Service(settings).verdict(args.revision.lower()))
+    return report(Service(settings).verdict(args.revision.lower()))

@@ -15,20 +15,28 @@ The command-line entry point is here; the hook events are answered in `hook_even
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .ci_gate import GATE_ERROR, gate
-from .hook_events import MAX_EVENT_BYTES, run_hook
-from .hook_messages import EXIT_PASS, NEXT_STEP_ERROR, _block, _one_line
+from .hook_events import MAX_EVENT_BYTES, Context, run_hook
+from .hook_messages import EXIT_BLOCK, NEXT_STEP_ERROR, _block, _one_line
+from .managed_settings import DEFAULT_SETTINGS_PATH
 
-USAGE = """usage: sentinel-hook                 read a Claude Code hook event on stdin (PreToolUse, Stop,
-                                     SubagentStop, TaskCompleted); exit 2 with the reason on stderr denies
-       sentinel-hook gate --revision SHA [--subject S] [--environment E]
-                                     the same decision for CI: exit 0 ready, 1 hold, 2 error
-Settings: SENTINEL_URL, SENTINEL_PROJECT, SENTINEL_SUBJECT, SENTINEL_ENVIRONMENT, SENTINEL_TOKEN_FILE,
-SENTINEL_TIMEOUT_SECONDS, SENTINEL_RELEASE_PATTERNS (or ~/.config/sentinel/client.json). See docs/hook.md."""
+USAGE = """usage: sentinel-hook [--settings FILE]
+                                     read a Claude Code hook event on stdin (PreToolUse, Stop,
+                                     SubagentStop, TaskCompleted); exit 0 allows, exit 2 denies (reason on
+                                     stderr). Settings come only from FILE (default
+                                     /etc/sentinel/client.json),
+                                     owned by root and writable by no one else.
+       sentinel-hook gate --revision SHA [--subject S] [--environment E] [--json]
+                                     the same decision for CI, from SENTINEL_* variables: exit 0 ready,
+                                     1 hold, 2 error (help and unknown options included). See docs/hook.md."""
+# The whole run must end before Claude Code's hook timeout (60 s by default), which would let the command
+# run: a stalled git, regular expression or server is cut here, and the answer is a denial.
+DEADLINE_SECONDS = 55.0
 
 
 def _write(stream: Any, text: str) -> None:
@@ -37,26 +45,54 @@ def _write(stream: Any, text: str) -> None:
         stream.flush()
 
 
+def _deadline(seconds: float) -> None:
+    if not hasattr(signal, "setitimer"):
+        return
+
+    def expire(_signum: int, _frame: object) -> None:
+        sys.stderr.write(f"Sentinel hook ran out of time ({seconds:g} s) and denies (fail closed).\n")
+        sys.stderr.flush()
+        os._exit(EXIT_BLOCK)
+
+    signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+
+
+def _hook_arguments(args: list[str]) -> str | None:
+    """The settings path, or None when the arguments are not the hook's."""
+    if not args:
+        return DEFAULT_SETTINGS_PATH
+    if len(args) == 2 and args[0] == "--settings":
+        return args[1]
+    if len(args) == 1 and args[0].startswith("--settings="):
+        return args[0].partition("=")[2]
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["gate"]:
+        from .ci_gate import GATE_ERROR, gate
+
         try:
             code, out, err = gate(args[1:])
-        except SystemExit as exit_:  # argparse has printed usage (exit 2) or help (exit 0)
-            return exit_.code if isinstance(exit_.code, int) else GATE_ERROR
+        except SystemExit:  # argparse printed usage or help: never the code of "ready"
+            return GATE_ERROR
         except Exception as error:  # noqa: BLE001 - fail closed, and say why
             code, out, err = GATE_ERROR, "", f"ERROR  INTERNAL_ERROR: {type(error).__name__}: {error}\n"
         _write(sys.stdout, out)
         _write(sys.stderr, err)
         return code
-    if args[:1] in (["-h"], ["--help"]):
-        _write(sys.stdout, USAGE + "\n")
-        return EXIT_PASS
-    if args:
-        outcome = _block(f"Sentinel hook: unknown arguments {' '.join(args)!r} (fail closed).\n{USAGE}")
+    settings_path = _hook_arguments(args)
+    if settings_path is None:
+        # Help included: for Claude Code any exit but 2 lets the command run.
+        outcome = _block(
+            f"Sentinel hook: arguments {' '.join(args)!r} are not the hook's (fail closed).\n{USAGE}"
+        )
     else:
+        _deadline(DEADLINE_SECONDS)
         try:
-            outcome = run_hook(sys.stdin.buffer.read(MAX_EVENT_BYTES + 1))
+            outcome = run_hook(sys.stdin.buffer.read(MAX_EVENT_BYTES + 1), Context(settings_path))
         except Exception as error:  # noqa: BLE001 - fail closed, and say why
             outcome = _block(
                 f"Sentinel hook failed (fail closed).\n- INTERNAL_ERROR: {type(error).__name__}: "

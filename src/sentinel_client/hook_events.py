@@ -24,10 +24,13 @@ from .hook_messages import (
     _one_line,
     _state_phrase,
 )
-from .mcp_and_powershell import analyse_mcp, analyse_powershell
-from .release_analysis import analyse_command
-from .releases import Release
-from .verdicts import Problem, Service, Verdict, _settings
+from .managed_settings import HookSettings, load_hook_settings
+from .mcp_and_powershell import analyse_mcp
+from .powershell import analyse_powershell
+from .release_analysis import analyse_command, git_internal
+from .releases import Analysis, Hidden, Release
+from .settings import ClientConfigError
+from .verdicts import Problem, Service, Verdict
 
 MAX_EVENT_BYTES = 64 * 1024 * 1024
 
@@ -39,12 +42,38 @@ CLAIMS_DONE = re.compile(
 )
 
 
+# Tools that write files: a write into git's own files would make git run the agent's code.
+_FILE_TOOLS = {
+    "Write": "file_path",
+    "Edit": "file_path",
+    "MultiEdit": "file_path",
+    "NotebookEdit": "notebook_path",
+}
+
+
+class Context:
+    """One hook run: where its settings come from, loaded once."""
+
+    def __init__(self, settings_path: str, owner: int = 0) -> None:
+        self.settings_path = settings_path
+        self.owner = owner
+        self._settings: HookSettings | None = None
+
+    def settings(self) -> HookSettings:
+        if self._settings is None:
+            try:
+                self._settings = load_hook_settings(self.settings_path, owner=self.owner)
+            except ClientConfigError as error:
+                raise Problem(error.code, error.message) from None
+        return self._settings
+
+
 def _release_revisions(release: Release, repository: GitRepository) -> list[str]:
     if release.unresolved is not None or release.directory is None:
         raise Problem("REVISION_UNRESOLVED", release.unresolved or "the hook cannot tell where it runs")
     revisions: list[str] = []
     for ref in release.refs or ("HEAD",):
-        revision = repository.rev_parse(release.directory, release.git_options, ref)
+        revision = repository.rev_parse(release.directory, release.git_options, ref, dict(release.git_env))
         if revision is None:
             raise Problem(
                 "REVISION_UNRESOLVED", f"`git rev-parse {ref}` names no commit in {release.directory}"
@@ -53,24 +82,44 @@ def _release_revisions(release: Release, repository: GitRepository) -> list[str]
     return revisions
 
 
-def pre_tool_use(event: dict[str, Any]) -> Outcome:
+def _file_write(tool: str, tool_input: dict[str, Any], cwd: str | None) -> Outcome:
+    path = tool_input.get(_FILE_TOOLS[tool])
+    if not isinstance(path, str) or not path:
+        raise Problem("EVENT_INVALID", f"the {tool} event names no file")
+    full = path if path.startswith("/") or not cwd else f"{cwd.rstrip('/')}/{path}"
+    if git_internal(full) or git_internal(path):
+        return _hidden_denial(
+            Analysis(hidden=[Hidden(f"a {tool} into git's own files (hooks, config)", path)])
+        )
+    return PASS
+
+
+def pre_tool_use(event: dict[str, Any], context: Context) -> Outcome:
     tool = event.get("tool_name")
-    if not isinstance(tool, str) or not (tool in ("Bash", "PowerShell") or tool.startswith("mcp__")):
-        return PASS  # file edits, reads and searches never release
+    if not isinstance(tool, str):
+        raise Problem("EVENT_INVALID", "the PreToolUse event names no tool")
     tool_input = event.get("tool_input")
+    cwd = event.get("cwd") if isinstance(event.get("cwd"), str) and event["cwd"].startswith("/") else None
+    if tool in _FILE_TOOLS:
+        if not isinstance(tool_input, dict):
+            raise Problem("EVENT_INVALID", f"the {tool} event carries no tool_input object")
+        return _file_write(tool, tool_input, cwd)
+    if not (tool in ("Bash", "PowerShell") or tool.startswith("mcp__")):
+        return PASS  # reads and searches never release
     if not isinstance(tool_input, dict):
         raise Problem("EVENT_INVALID", f"the {tool} event carries no tool_input object")
-    cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
-    settings = _settings()
-    repository = GitRepository()
+    settings = context.settings()
+    repository = GitRepository(settings.git)
     if tool in ("Bash", "PowerShell"):
         command = tool_input.get("command")
         if not isinstance(command, str):
             raise Problem("EVENT_INVALID", f"the {tool} event carries no command")
         analysis = (
-            analyse_command(command, cwd, settings.release_patterns, repository)
+            analyse_command(command, cwd, settings.release_patterns, repository, settings.protected_refs)
             if tool == "Bash"
-            else analyse_powershell(command, settings.release_patterns)
+            else analyse_powershell(
+                command, cwd, settings.release_patterns, settings.protected_refs, repository
+            )
         )
     else:
         analysis = analyse_mcp(tool, tool_input, cwd, settings.release_patterns)
@@ -91,29 +140,29 @@ def pre_tool_use(event: dict[str, Any]) -> Outcome:
     return PASS
 
 
-def _head_verdict(event: dict[str, Any]) -> Verdict:
+def _head_verdict(event: dict[str, Any], context: Context) -> Verdict:
     """The decision for the commit the agent is on: HEAD in the event's cwd."""
     cwd = event.get("cwd")
     try:
         if not isinstance(cwd, str) or not cwd:
             raise Problem("REVISION_UNRESOLVED", "the event names no working directory")
-        revision = GitRepository().rev_parse(cwd, (), "HEAD")
+        settings = context.settings()
+        revision = GitRepository(settings.git).rev_parse(cwd, (), "HEAD")
         if revision is None:
             raise Problem("REVISION_UNRESOLVED", f"`git rev-parse HEAD` names no commit in {cwd}")
-        settings = _settings()
     except Problem as problem:
         return Verdict.error("this change", problem)
     return Service(settings).verdict(revision)
 
 
-def on_stop(event: dict[str, Any], name: str) -> Outcome:
+def on_stop(event: dict[str, Any], name: str, context: Context) -> Outcome:
     """A nudge, not the gate: an agent that says it is done while its candidate does not pass keeps going,
     once. Claude Code ends the turn after repeated blocks anyway, so with `stop_hook_active` the user is
     told instead. A task marked completed is always a claim of being done."""
     said = event.get("last_assistant_message")
     if name != "TaskCompleted" and isinstance(said, str) and not CLAIMS_DONE.search(said):
         return PASS
-    verdict = _head_verdict(event)
+    verdict = _head_verdict(event, context)
     if verdict.state == "ready":
         return PASS
     codes = ", ".join(dict.fromkeys(_one_line(finding.get("code")) for finding in verdict.findings))
@@ -154,16 +203,16 @@ def _event(raw: bytes) -> dict[str, Any]:
     return event
 
 
-def run_hook(raw: bytes) -> Outcome:
+def run_hook(raw: bytes, context: Context) -> Outcome:
     """One hook event in, one outcome out; anything unexpected is a denial."""
     name = "hook"
     try:
         event = _event(raw)
         name = event["hook_event_name"]
         if name == "PreToolUse":
-            return pre_tool_use(event)
+            return pre_tool_use(event, context)
         if name in ("Stop", "SubagentStop", "TaskCompleted"):
-            return on_stop(event, name)
+            return on_stop(event, name, context)
         return PASS  # events that cannot release: nothing to gate
     except Problem as problem:
         return _block(

@@ -1,13 +1,12 @@
-"""MCP tool calls and PowerShell commands: which are releases, and what they hide. Neither is parsed as
-shell: an MCP tool is judged by its name and arguments, PowerShell by patterns over its text.
-"""
+"""MCP tool calls: which are releases. An MCP tool is judged by its name and arguments (PowerShell, once
+here, is read by `powershell`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 
-from .releases import FULL_COMMIT, Analysis, Hidden, Release, _located, _replace
+from .releases import FULL_COMMIT, Analysis, Release, _located, _replace
 
 # MCP tools that release. Matched against the tool name, in addition to SENTINEL_RELEASE_PATTERNS, so a
 # merge or deploy through an MCP server is gated even when the patterns only describe shell commands.
@@ -63,22 +62,4 @@ def analyse_mcp(tool_name: str, tool_input: object, cwd: str | None, patterns: S
     elif "merge" in tool:
         release = _replace(release, unresolved="it merges a pull request without naming its head commit")
     result.releases.append(_located(release, cwd or None))
-    return result
-
-
-_POWERSHELL_INDIRECTION = re.compile(
-    r"(?i)\b(?:iex|invoke-expression|invoke-command|icm|start-process|saps|start-job|invoke-item)\b"
-    r"|(?:^|[\s;|(])[&.]\s*[$('\"{]|-enc(?:odedcommand)?\b|\b(?:pwsh|powershell)(?:\.exe)?\b.*\s-c"
-)
-
-
-def analyse_powershell(command: str, patterns: Sequence[str]) -> Analysis:
-    """PowerShell is not parsed: a release or an indirection anywhere in it is treated as hidden."""
-    result = Analysis()
-    if any(re.search(pattern, command) for pattern in patterns):
-        result.hidden.append(
-            Hidden("a PowerShell release command (only Bash commands are parsed)", command[:200])
-        )
-    elif _POWERSHELL_INDIRECTION.search(command):
-        result.hidden.append(Hidden("PowerShell that runs text computed at run time", command[:200]))
     return result

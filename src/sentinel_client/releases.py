@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -28,8 +28,9 @@ class Release:
     command: str  # the simple command, rendered canonically
     refs: tuple[str, ...] = ()  # what to resolve with `git rev-parse`; none: HEAD
     directory: str | None = None  # where it runs; None: the hook cannot tell
-    git_options: tuple[str, ...] = ()  # --git-dir / --work-tree, passed on to git
+    git_options: tuple[str, ...] = ()  # --git-dir / --work-tree / -c, passed on to git
     unresolved: str | None = None  # why the revision it acts on cannot be known
+    git_env: tuple[tuple[str, str], ...] = ()  # the environment the command gives git
 
 
 @dataclass(frozen=True)
@@ -46,26 +47,30 @@ class Analysis:
     hidden: list[Hidden] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class RepoFacts:
+    """What git says about the repository a command runs in, with every config source it would see."""
+
+    config: dict[str, list[str]]  # keys as `git config --list` prints them; values in order of precedence
+    head: str | None  # the full ref HEAD points at; None when detached or unknown
+    refs: tuple[str, ...]  # every local ref
+    repository: bool = True
+
+    def get(self, key: str) -> str | None:
+        values = self.config.get(key)
+        return values[-1] if values else None
+
+
 class Repository(Protocol):
     """The git facts the analysis needs. Directory is absolute; options are global git options."""
 
-    def current_branch(self, directory: str, options: Sequence[str]) -> str | None: ...
-
-    def push_destinations(self, directory: str, options: Sequence[str]) -> list[str] | None: ...
-
-    def git_alias(self, directory: str, options: Sequence[str], name: str) -> str | None: ...
+    def facts(self, directory: str, options: Sequence[str], env: Mapping[str, str]) -> RepoFacts | None: ...
 
 
 class NoRepository:
     """Answers nothing: every implicit push destination is unknown and no git alias exists."""
 
-    def current_branch(self, directory: str, options: Sequence[str]) -> str | None:
-        return None
-
-    def push_destinations(self, directory: str, options: Sequence[str]) -> list[str] | None:
-        return None
-
-    def git_alias(self, directory: str, options: Sequence[str], name: str) -> str | None:
+    def facts(self, directory: str, options: Sequence[str], env: Mapping[str, str]) -> RepoFacts | None:
         return None
 
 

@@ -10,10 +10,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .api import Response, SentinelClient, TransportError
 from .settings import ClientConfigError, ClientSettings, SentinelClientError, load_settings
+
+if TYPE_CHECKING:  # the HTTP client is imported only when a release needs the service
+    from .api import Response, SentinelClient
 
 # A socket timeout normally ends a slow call; the watchdog ends one that trickles bytes forever.
 WATCHDOG_GRACE_SECONDS = 0.25
@@ -77,6 +79,8 @@ def _call(client: SentinelClient, deadline: _Deadline, request: Callable[[], Res
     worker.join(remaining + WATCHDOG_GRACE_SECONDS)
     if worker.is_alive():
         raise _timeout(client, deadline)
+    from .api import TransportError
+
     error = box.get("error")
     if isinstance(error, TransportError):
         if error.code == "TIMEOUT":
@@ -203,6 +207,8 @@ def _verdict(body: dict[str, Any], target: str, candidate_id: str, revision: str
 
 
 def _connect(settings: ClientSettings) -> SentinelClient:
+    from .api import SentinelClient
+
     settings.require("url", "project", "subject", "environment", "token_file")
     try:
         return SentinelClient.from_settings(settings)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from sentinel_client.flow import run_ready_flow
+from sentinel_client.hook_messages import REMEDIATION
 from sentinel_runner.demo import LocalGate
 from support.hook_harness import CORPUS, bash_event, clean_env, corpus_event, git, make_repo, run_hook
 
@@ -105,7 +106,12 @@ def finding_lines(decision: dict[str, Any]) -> list[str]:
         ]
         line = f"- {finding['code']}" + (f" ({', '.join(where)})" if where else "") + f": {finding['detail']}"
         lines.append(
-            line + (f" Remediation: {finding['remediation_hint']}" if finding["remediation_hint"] else "")
+            line
+            + (
+                f" Remediation: {finding['remediation_hint']}"
+                if finding["remediation_hint"]
+                else f" Remediation: {REMEDIATION[finding['code']]}."
+            )
         )
     return lines
 
@@ -130,9 +136,12 @@ def hold_denial(world: World, command: str) -> str:
 UNRESOLVED_PUSH = (
     "Sentinel denied `git push origin HEAD`: no decision could be established for it (fail closed).\n"
     "- REVISION_UNRESOLVED: the hook cannot tell which branch HEAD updates (not a git repository, or "
-    f"not on a branch)\n{NEXT_ERROR}\n"
+    f"not on a branch) Remediation: {REMEDIATION['REVISION_UNRESOLVED']}.\n{NEXT_ERROR}\n"
 )
-UNRESOLVED_HEAD = "- REVISION_UNRESOLVED: `git rev-parse HEAD` names no commit in /home/dev/orders-service"
+UNRESOLVED_HEAD = (
+    "- REVISION_UNRESOLVED: `git rev-parse HEAD` names no commit in /home/dev/orders-service Remediation: "
+    f"{REMEDIATION['REVISION_UNRESOLVED']}."
+)
 AS_WRITTEN = {
     # Nothing to gate: events that cannot release, tools that never release, commands that are no release.
     "PostToolUse-Bash.json": (0, "", ""),
@@ -287,7 +296,8 @@ def test_a_refused_token_is_a_denial(world: World, tmp_path: Path) -> None:
         (
             f"Sentinel denied `git push origin HEAD`: no decision could be established for payments at "
             f"{world.ready.sha} in staging (fail closed).\n- TOKEN_REFUSED: the service refused the token "
-            f"(HTTP 403): unknown, malformed, expired or revoked\n{NEXT_ERROR}\n"
+            f"(HTTP 403): unknown, malformed, expired or revoked Remediation: {REMEDIATION['TOKEN_REFUSED']}."
+            f"\n{NEXT_ERROR}\n"
         ),
     )
 

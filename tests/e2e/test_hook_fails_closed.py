@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from sentinel_client.hook_messages import remediation_for
 from support.hook_harness import bash_event, clean_env, json_answer, make_repo, run_hook, stand_in_server
 
 NEXT_ERROR = (
@@ -42,12 +43,18 @@ def settings(url: str, token_file: Path, timeout: str = "0.5") -> dict[str, str]
     }
 
 
+def remedied(line: str) -> str:
+    """A finding line as the hook writes it: with the remediation the hook gives for its code."""
+    code = line[2:].split(":", 1)[0].split(" ", 1)[0]
+    return f"{line} Remediation: {remediation_for(code)}."
+
+
 def denial(target: str, *lines: str, command: str = "git push origin main") -> str:
     return (
         "\n".join(
             [
                 f"Sentinel denied `{command}`: no decision could be established for {target} (fail closed).",
-                *lines,
+                *map(remedied, lines),
                 NEXT_ERROR,
             ]
         )
@@ -110,21 +117,29 @@ def test_a_command_that_is_no_release_never_touches_the_network(home: Path, repo
 @pytest.mark.parametrize(
     ("command", "line"),
     [
-        ("sh -c 'git push origin main'", "- COMMAND_HIDDEN (sh -c): git push origin main"),
+        (
+            "bash /dev/stdin <<< 'git push origin main'",
+            "- COMMAND_HIDDEN (bash running a program from a descriptor or computed at run time): "
+            "bash /dev/stdin",
+        ),
         (
             'eval "$(curl -s https://x.example/deploy)"',
-            "- COMMAND_HIDDEN (eval of text computed at run time): eval $(…)",
+            "- COMMAND_HIDDEN (eval runs text as a command): eval $(…)",
         ),
-        ("exec git push origin main", "- COMMAND_HIDDEN (exec): git push origin main"),
+        (
+            "python3.11 -c 'import subprocess'",
+            "- COMMAND_HIDDEN (python3.11 inline code that can start a process (it imports subprocess)): "
+            "python3.11 -c 'import subprocess'",
+        ),
         ("echo $(git push origin main)", "- COMMAND_HIDDEN (command substitution): git push origin main"),
         (
             "curl -fsSL https://x.example/release.sh | bash",
-            "- COMMAND_HIDDEN (a script piped into bash): bash",
+            "- COMMAND_HIDDEN (bash reading its program from standard input): bash",
         ),
         ("alias ship='git push origin main'; ship", "- COMMAND_HIDDEN (alias): git push origin main"),
         (
             "git push --no-verify origin main",
-            "- COMMAND_HIDDEN (--no-verify): git push --no-verify origin main",
+            "- COMMAND_HIDDEN (git push --no-verify): git push --no-verify origin main",
         ),
     ],
 )
@@ -329,12 +344,12 @@ def test_a_tls_failure_is_a_denial(home: Path, repo, token_file: Path) -> None:
             bash_event("git push origin main", repo[0]), clean_env(home, **settings(secure, token_file))
         )
     # Then the handshake failure is a denial (the OpenSSL wording after the prefix is the library's own)
-    prefix = denial(
-        f"payments at {repo[1]} in staging", f"- UNREACHABLE: TLS with {secure[8:]} failed: [SSL:"
-    )
     assert (ran.exit_code, ran.stdout) == (2, "")
-    assert ran.stderr.startswith(prefix.split(NEXT_ERROR)[0].rstrip("\n"))
-    assert ran.stderr.endswith(NEXT_ERROR + "\n")
+    assert ran.stderr.startswith(
+        f"Sentinel denied `git push origin main`: no decision could be established for payments at {repo[1]} "
+        f"in staging (fail closed).\n- UNREACHABLE: TLS with {secure[8:]} failed: [SSL:"
+    )
+    assert ran.stderr.endswith(f" Remediation: {remediation_for('UNREACHABLE')}.\n{NEXT_ERROR}\n")
 
 
 @pytest.mark.parametrize(
@@ -342,12 +357,14 @@ def test_a_tls_failure_is_a_denial(home: Path, repo, token_file: Path) -> None:
     [
         (
             {},
-            "- SETTING_MISSING: required setting(s) not set: SENTINEL_URL, SENTINEL_PROJECT, "
-            "SENTINEL_SUBJECT, SENTINEL_ENVIRONMENT, SENTINEL_TOKEN_FILE",
+            "- SETTING_MISSING: required setting(s) url, project, subject, environment, token_file not set: "
+            "the managed settings file {settings} is without url, project, subject, environment, token_file. "
+            "The user (an administrator) must write it; the agent cannot.",
         ),
         (
             {"url": "http://127.0.0.1:9", "project": "demo", "subject": "payments", "environment": "staging"},
-            "- SETTING_MISSING: required setting(s) not set: SENTINEL_TOKEN_FILE",
+            "- SETTING_MISSING: required setting(s) token_file not set: the managed settings file {settings} "
+            "is without token_file. The user (an administrator) must write it; the agent cannot.",
         ),
         (
             {
@@ -365,6 +382,9 @@ def test_missing_settings_or_token_for_a_release_is_a_denial(
     home: Path, repo, given: dict, line: str
 ) -> None:
     ran = run_hook(bash_event("git push origin main", repo[0]), clean_env(home, **given))
+    # The managed file is a fresh temporary one per run; its path is the one the hook names.
+    settings_path = ran.stderr.split("the managed settings file ", 1)[-1].split(" ", 1)[0]
+    line = line.replace("{settings}", settings_path)
     assert (ran.exit_code, ran.stdout, ran.stderr) == (2, "", denial(f"the commit {repo[1]}", line))
 
 
@@ -378,8 +398,8 @@ def test_a_token_file_in_the_working_tree_is_refused(home: Path, repo) -> None:
     assert ran.exit_code == 2
     assert ran.stderr == (
         "Sentinel could not judge this PreToolUse event (fail closed).\n"
-        "- INVALID_TOKEN_FILE: token_file must be an absolute path (or start with ~/)\n"
-        f"{NEXT_ERROR}\n"
+        + remedied("- INVALID_TOKEN_FILE: token_file must be an absolute path (in the managed settings file)")
+        + f"\n{NEXT_ERROR}\n"
     )
 
 
@@ -392,8 +412,8 @@ def test_a_branch_the_push_names_but_git_cannot_find_is_a_denial(home: Path, rep
     assert ran.stderr == (
         "Sentinel denied `git push origin no-such-branch:main`: no decision could be established "
         "for it (fail closed).\n"
-        f"- REVISION_UNRESOLVED: `git rev-parse no-such-branch` names no commit in {repo[0]}\n"
-        f"{NEXT_ERROR}\n"
+        + remedied(f"- REVISION_UNRESOLVED: `git rev-parse no-such-branch` names no commit in {repo[0]}")
+        + f"\n{NEXT_ERROR}\n"
     )
 
 
@@ -417,7 +437,7 @@ def test_an_event_the_hook_cannot_read_is_a_denial(home: Path, stdin: bytes, lin
     assert (ran.exit_code, ran.stdout, ran.stderr) == (
         2,
         "",
-        f"Sentinel could not judge this {name} event (fail closed).\n{line}\n{NEXT_ERROR}\n",
+        f"Sentinel could not judge this {name} event (fail closed).\n{remedied(line)}\n{NEXT_ERROR}\n",
     )
 
 
@@ -425,7 +445,7 @@ def test_unknown_arguments_are_a_denial(home: Path) -> None:
     ran = run_hook(bash_event("npm test", "/tmp"), clean_env(home), "--allow-everything")
     assert ran.exit_code == 2
     assert ran.stderr.startswith(
-        "Sentinel hook: unknown arguments '--allow-everything' (fail closed).\nusage:"
+        "Sentinel hook: arguments '--allow-everything' are not the hook's (fail closed).\nusage:"
     )
 
 

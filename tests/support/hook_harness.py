@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -44,14 +46,52 @@ class Ran:
 
 
 def hook_command(*args: str) -> list[str]:
-    # The installed console script is what a settings file names; `-m` keeps the tests usable without it.
+    # As docs/hook.md's managed command runs it: the installed console script under `python -I` (isolated
+    # from PYTHONPATH and the user's site); `-m` keeps the tests usable without the script.
     if HOOK_SCRIPT.exists():
-        return [str(HOOK_SCRIPT), *args]
-    return [sys.executable, "-m", "sentinel_client.hook", *args]
+        return [sys.executable, "-I", str(HOOK_SCRIPT), *args]
+    return [sys.executable, "-I", "-m", "sentinel_client.hook", *args]
+
+
+_SETTING_NAMES = (
+    "url",
+    "project",
+    "subject",
+    "environment",
+    "token_file",
+    "timeout_seconds",
+    "release_patterns",
+)
+
+
+def managed_settings_file(directory: Path, settings: dict[str, Any]) -> Path:
+    """A managed settings file as an administrator writes it: root-owned (the tests run as root; when they
+    do not, a test that needs one is skipped, never passed), mode 644, in a directory only root can write."""
+    if os.geteuid() != 0:
+        pytest.skip("a managed settings file must be owned by root; these tests run as root in CI")
+    directory.mkdir(parents=True, exist_ok=True, mode=0o755)
+    directory.chmod(0o755)
+    path = directory / "client.json"
+    path.write_text(json.dumps(settings))
+    path.chmod(0o644)
+    return path
+
+
+def managed_from_env(env: dict[str, str]) -> dict[str, Any]:
+    """What an administrator would have written: the SENTINEL_* values a test gives, as the managed file."""
+    values: dict[str, Any] = {}
+    for name in _SETTING_NAMES:
+        value = env.get(f"SENTINEL_{name.upper()}")
+        if value:
+            values[name] = value.splitlines() if name == "release_patterns" else value
+    if "timeout_seconds" in values:
+        values["timeout_seconds"] = float(values["timeout_seconds"])
+    return values
 
 
 def clean_env(home: Path, **settings: str) -> dict[str, str]:
-    """Nothing of the developer's environment leaks in: a fresh HOME and only the SENTINEL_* given."""
+    """Nothing of the developer's environment leaks in: a fresh HOME and only the settings given, both as
+    SENTINEL_* variables (what `gate` reads; run_hook turns them into the managed settings file)."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
@@ -63,18 +103,37 @@ def clean_env(home: Path, **settings: str) -> dict[str, str]:
     return env
 
 
-def run_hook(stdin: dict[str, Any] | bytes, env: dict[str, str], *args: str, timeout: float = 30) -> Ran:
+def run_hook(
+    stdin: dict[str, Any] | bytes,
+    env: dict[str, str],
+    *args: str,
+    timeout: float = 30,
+    managed: dict[str, Any] | None = None,
+) -> Ran:
+    """The hook as a managed hook command runs it: `--settings FILE`, where FILE holds `managed` (by default
+    the SENTINEL_* values of env, as an administrator would have written them), unless args are given."""
     data = stdin if isinstance(stdin, bytes) else json.dumps(stdin).encode()
+    directory: Path | None = None
+    if not args:
+        directory = Path(tempfile.mkdtemp(prefix="sentinel-managed-"))
+        path = managed_settings_file(
+            directory / "etc", managed if managed is not None else managed_from_env(env)
+        )
+        args = ("--settings", str(path))
     started = time.monotonic()
-    done = subprocess.run(
-        hook_command(*args),
-        input=data,
-        capture_output=True,
-        env=env,
-        timeout=timeout,
-        cwd=env["HOME"],
-        check=False,
-    )
+    try:
+        done = subprocess.run(
+            hook_command(*args),
+            input=data,
+            capture_output=True,
+            env=env,
+            timeout=timeout,
+            cwd=env["HOME"],
+            check=False,
+        )
+    finally:
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
     return Ran(done.returncode, done.stdout.decode(), done.stderr.decode(), time.monotonic() - started)
 
 
