@@ -1,6 +1,7 @@
 """Alarms (every function, the API, the authorizer, the tables, the relay, decisions), the topic they go to,
 the dashboard, and the cost budget."""
 
+import fnmatch
 import json
 from typing import Any
 
@@ -10,7 +11,15 @@ from sentinel_infra.config import DeploymentConfig
 from sentinel_infra.constructs.service_function import timeout_seconds
 from sentinel_service import names
 from sentinel_service.adapters import decision_metrics
-from support.infra import ALARM_EMAIL, EVERY_FUNCTION, Synthesized, as_list, functions_by_name, ref_name
+from support.infra import (
+    ALARM_EMAIL,
+    CONTEXT,
+    EVERY_FUNCTION,
+    Synthesized,
+    as_list,
+    functions_by_name,
+    ref_name,
+)
 
 
 def alarms(synth: Synthesized) -> dict[str, dict[str, Any]]:
@@ -218,10 +227,60 @@ def test_the_budget_warns_on_actual_80_and_100_percent_and_forecast_100_percent(
             (s["SubscriptionType"], ref_name(s["Address"]) or s["Address"]) for s in notice["Subscribers"]
         }
         assert subscribers == {("SNS", topic_id), ("EMAIL", ALARM_EMAIL)}
-    # And Budgets may publish to the topic (for this account only)
+    # And its name carries the region (budget names are unique per account, not per region)
+    assert data["BudgetName"] == {
+        "Fn::Join": ["", [f"sentinel-{CONTEXT['stage']}-", {"Ref": "AWS::Region"}, "-monthly"]]
+    }
+
+
+def _publish_grants(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
     (policy,) = synthesized.properties("AWS::SNS::TopicPolicy")
     allowed = [s for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
-    assert [(s["Principal"], s["Action"]) for s in allowed] == [
-        ({"Service": "budgets.amazonaws.com"}, "sns:Publish")
-    ]
-    assert "aws:SourceAccount" in allowed[0]["Condition"]["StringEquals"]
+    return {s["Principal"]["Service"]: s for s in allowed if s["Action"] == "sns:Publish"}
+
+
+def test_cloudwatch_and_budgets_may_publish_to_the_alarm_topic_for_this_account_and_stack_only(
+    synthesized: Synthesized,
+) -> None:
+    # Given the alarm topic's policy (it replaces SNS's default one: whoever it leaves out cannot publish)
+    grants = _publish_grants(synthesized)
+    (topic_id,) = synthesized.of_type("AWS::SNS::Topic")
+    # Then exactly CloudWatch and AWS Budgets may publish, to this topic
+    assert set(grants) == {"cloudwatch.amazonaws.com", "budgets.amazonaws.com"}
+    for grant in grants.values():
+        assert ref_name(grant["Resource"]) == topic_id
+        # And each only on behalf of this account
+        assert grant["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    # And CloudWatch only for this stack's alarms, in this region: every alarm's name matches the pattern
+    pattern = _joined(grants["cloudwatch.amazonaws.com"]["Condition"]["ArnLike"]["aws:SourceArn"])
+    arn = "arn:{AWS::Partition}:cloudwatch:{AWS::Region}:{AWS::AccountId}:alarm:"
+    assert pattern == f"{arn}sentinel-{CONTEXT['stage']}-*"
+    names = [a["AlarmName"] for a in synthesized.properties("AWS::CloudWatch::Alarm")]
+    assert names and all(fnmatch.fnmatchcase(n, pattern.rsplit(":", 1)[1]) for n in names)
+    # And AWS Budgets for this account's budgets (a budget's ARN has no region)
+    assert _joined(grants["budgets.amazonaws.com"]["Condition"]["ArnLike"]["aws:SourceArn"]) == (
+        "arn:{AWS::Partition}:budgets::{AWS::AccountId}:*"
+    )
+
+
+def test_the_alarm_key_admits_the_same_publishers_under_the_same_conditions(synthesized: Synthesized) -> None:
+    # Given the alarm topic's KMS key (SNS encrypts with it on the publisher's behalf)
+    grants = _publish_grants(synthesized)
+    (key,) = synthesized.properties("AWS::KMS::Key")
+    services = {
+        s["Principal"]["Service"]: s
+        for s in key["KeyPolicy"]["Statement"]
+        if isinstance(s["Principal"], dict) and "Service" in s["Principal"]
+    }
+    # Then each publisher of the topic may use the key, scoped exactly as on the topic
+    for service, grant in grants.items():
+        assert sorted(services[service]["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey*"]
+        assert services[service]["Condition"] == grant["Condition"]
+
+
+def _joined(value: Any) -> str:
+    """A Fn::Join of strings and pseudo-parameter Refs, as text with `{AWS::Region}` placeholders."""
+    if isinstance(value, str):
+        return value
+    separator, parts = value["Fn::Join"]
+    return separator.join(p if isinstance(p, str) else "{" + p["Ref"] + "}" for p in parts)

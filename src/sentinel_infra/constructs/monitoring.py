@@ -137,14 +137,33 @@ class Monitoring(Construct):
             removal_policy=cdk.RemovalPolicy.DESTROY,
             description="Sentinel alarm topic encryption (CloudWatch and Budgets may use it)",
         )
-        account = cdk.Stack.of(self).account
-        for service in ("cloudwatch.amazonaws.com", "budgets.amazonaws.com"):
+        stack = cdk.Stack.of(self)
+        account = stack.account
+        # Who may publish, each only on behalf of this account (the confused-deputy guard): CloudWatch for
+        # this stack's own alarms (all named `<prefix>-...`), AWS Budgets for this account's budgets.
+        # The topic's policy replaces SNS's default one, so a service left out here is silently dropped.
+        publishers = {
+            "cloudwatch.amazonaws.com": stack.format_arn(
+                service="cloudwatch",
+                resource="alarm",
+                resource_name=f"{self.prefix}-*",
+                arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+            ),
+            "budgets.amazonaws.com": stack.format_arn(
+                service="budgets", region="", resource="*", arn_format=cdk.ArnFormat.NO_RESOURCE_NAME
+            ),
+        }
+
+        def scoped(source_arn: str) -> dict[str, dict[str, str]]:
+            return {"StringEquals": {"aws:SourceAccount": account}, "ArnLike": {"aws:SourceArn": source_arn}}
+
+        for service, source_arn in publishers.items():
             key.add_to_resource_policy(
                 iam.PolicyStatement(
                     principals=[iam.ServicePrincipal(service)],
                     actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                     resources=["*"],
-                    conditions={"StringEquals": {"aws:SourceAccount": account}},
+                    conditions=scoped(source_arn),
                 )
             )
         topic = sns.Topic(
@@ -154,14 +173,15 @@ class Monitoring(Construct):
             master_key=key,
             enforce_ssl=True,
         )
-        topic.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[iam.ServicePrincipal("budgets.amazonaws.com")],
-                actions=["sns:Publish"],
-                resources=[topic.topic_arn],
-                conditions={"StringEquals": {"aws:SourceAccount": account}},
+        for service, source_arn in publishers.items():
+            topic.add_to_resource_policy(
+                iam.PolicyStatement(
+                    principals=[iam.ServicePrincipal(service)],
+                    actions=["sns:Publish"],
+                    resources=[topic.topic_arn],
+                    conditions=scoped(source_arn),
+                )
             )
-        )
         if config.alarm_email:
             topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
         else:
