@@ -102,7 +102,7 @@ def run(target: Target, reports_dir: Path = DEFAULT_REPORTS, say: Callable[[str]
         f"CloudFormation ({target.cloud})",
         lambda: deployment.stack_status(target, found),
     )
-    front.api_url = target.api_url or found.outputs.get(names.OUTPUT_API_URL)
+    front.api_url = target.api_url or found.outputs.get(target.api_url_output)
     log.run(
         "route_integrations",
         TITLES["route_integrations"],

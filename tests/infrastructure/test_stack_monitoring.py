@@ -74,7 +74,12 @@ def test_every_alarm_notifies_the_alarm_topic(synthesized: Synthesized) -> None:
 
 def test_api_alarms_on_5xx_and_on_the_4xx_rate(synthesized: Synthesized) -> None:
     # Given the API alarms
-    (api_id,) = synthesized.of_type("AWS::ApiGatewayV2::Api")
+    # (the production API's: the acceptance API's traffic never counts toward an alarm)
+    (api_id,) = [
+        k
+        for k, r in synthesized.of_type("AWS::ApiGatewayV2::Api").items()
+        if r["Properties"]["Name"] == "sentinel-test"
+    ]
     server = alarm(synthesized, "api-5xx")
     # Then 5xx answers page
     assert (server["Namespace"], server["MetricName"], server["Statistic"]) == (
@@ -140,6 +145,15 @@ def test_the_relay_dead_letter_queue_and_hold_errors_page_on_the_first_one(synth
     # Given the dead-letter alarm: any message waiting means a side effect or checkpoint was not relayed
     dead = alarm(synthesized, "relay-dead-letters")
     assert (dead["MetricName"], dead["Threshold"]) == ("ApproximateNumberOfMessagesVisible", 1)
+    # And its runbook matches what the queue holds: a stream source's dead letter is the batch's metadata,
+    # never the record, and the stream keeps records for 24 hours, so replays start from the state table
+    runbook = dead["AlarmDescription"]
+    assert (
+        "not the record" in runbook
+        and "24 hours" in runbook
+        and "state table is the source of truth" in runbook
+    )
+    assert "replay it from the queue" not in runbook.lower() and len(runbook) <= 1024
     # Given the decisions alarm: a hold the gate caused itself (the store failed, or a chain was tampered)
     held = alarm(synthesized, "decisions-hold-error")
     assert (held["Namespace"], held["MetricName"], held["Threshold"]) == ("Sentinel", "Decisions", 1)

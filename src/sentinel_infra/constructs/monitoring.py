@@ -110,8 +110,12 @@ class Monitoring(Construct):
             "relay-dead-letters",
             dead_letters.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
             1,
-            "A stream record could not be relayed to the bus after every retry: a side effect or a "
-            "checkpoint is waiting in the dead-letter queue. Replay it, then purge it.",
+            # What a pipe's dead letter from a stream source holds: the batch's metadata (stream, shard,
+            # sequence numbers), never the record, which the stream drops after 24 hours.
+            "A stream record could not be relayed to the bus after every retry. The dead letter names the "
+            "shard and sequence numbers only, not the record (the stream keeps records 24 hours): the state "
+            "table is the source of truth. Find the item (an outbox item still pending, or the chain's "
+            "HEAD), put its event on the bus again (consumers dedupe by id), then delete the dead letter.",
         )
         self.decisions = {outcome: self._decisions_metric(outcome) for outcome in names.DECISION_OUTCOMES}
         self._alarm(
