@@ -11,6 +11,7 @@ from sentinel_infra.config import DeploymentConfig
 from sentinel_infra.constructs.service_function import timeout_seconds
 from sentinel_service import names
 from sentinel_service.adapters import decision_metrics
+from sentinel_service.http.routes import ROUTES
 from support.infra import (
     ALARM_EMAIL,
     CONTEXT,
@@ -298,3 +299,31 @@ def _joined(value: Any) -> str:
         return value
     separator, parts = value["Fn::Join"]
     return separator.join(p if isinstance(p, str) else "{" + p["Ref"] + "}" for p in parts)
+
+
+def test_the_acceptance_runs_refusals_count_toward_no_alarm(synthesized: Synthesized) -> None:
+    # Given what one acceptance run sends that is refused: every stateful route without a token and with a
+    # token never issued (service.auth_refusals), as many as would trip the denial alarm in two runs
+    refused = 2 * sum(1 for route in ROUTES if not route.public)
+    assert 2 * refused > DeploymentConfig().authorizer_denials_threshold
+    # And the two APIs: production, which the alarms are about, and acceptance, where `make deploy` runs the
+    # gate
+    apis = {r["Properties"]["Name"]: k for k, r in synthesized.of_type("AWS::ApiGatewayV2::Api").items()}
+    production, acceptance = apis["sentinel-test"], apis[f"sentinel-test-{names.NEXT_ALIAS}"]
+    # Then every alarm on API Gateway's metrics counts the production API only
+    for name, props in alarms(synthesized).items():
+        dimensions = [
+            d
+            for m in props.get("Metrics", [props])
+            for d in m.get("MetricStat", {}).get("Metric", m).get("Dimensions", [])
+        ]
+        api_ids = [ref_name(d["Value"]) for d in dimensions if d["Name"] == "ApiId"]
+        assert acceptance not in api_ids, name
+        if "api-" in name:
+            assert api_ids and set(api_ids) == {production}, name
+    # And the denials are counted from the production API's access log, never from the acceptance API's
+    (denials,) = synthesized.properties("AWS::Logs::MetricFilter")
+    stages = {ref_name(p["ApiId"]): p for p in synthesized.properties("AWS::ApiGatewayV2::Stage")}
+    logs_of = {api: json.dumps(stage["AccessLogSettings"]["DestinationArn"]) for api, stage in stages.items()}
+    assert ref_name(denials["LogGroupName"]) in logs_of[production]
+    assert ref_name(denials["LogGroupName"]) not in logs_of[acceptance]
