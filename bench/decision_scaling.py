@@ -165,13 +165,14 @@ def run(quick: bool) -> dict[str, Any]:
         "four helper calls, re-read the project's revocations and the instant, and built each finding twice "
         "(once, then again with its task); digests went through rfc8785's pure-Python writer",
         "fix": "what depends on the candidate's facts alone is worked out once per state "
-        "(src/sentinel_domain/plan_walk.py): its evidence as compact rows per (check, obligation), the current "
-        "plan as arrays in judging order with bounds per policy (one version, earliest and latest age origin, "
-        "fewest tests), the canonical bytes of its considered facts' digests; a decision then checks each "
-        "policy's bounds against the version, age limit and minimum in force at its instant and judges in full "
-        "(decision.Judge, as before) only the pairs those bounds do not show satisfied, or every pair when a "
-        "principal is revoked as compromised. `fresh_state_ms` times a decision on a freshly folded state, "
-        "those indexes built inside the timed part: what one request pays",
+        "(src/sentinel_domain/plan_walk.py): its evidence as compact rows per (check, obligation), "
+        "the current plan as arrays in judging order with bounds per policy (one version, earliest and "
+        "latest age origin, fewest tests), the canonical bytes of its considered facts' digests; a "
+        "decision then checks each policy's bounds against the version, age limit and minimum in force "
+        "at its instant and judges in full (decision.Judge, as before) only the pairs those bounds do not "
+        "show satisfied, or every pair when a principal is revoked as compromised. `fresh_state_ms` "
+        "times a decision on a freshly folded state, those indexes built inside the timed part: what "
+        "one request pays",
     }
 
 

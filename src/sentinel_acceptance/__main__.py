@@ -138,9 +138,10 @@ def _stack_functions(region: str, stack: str) -> dict[str, str] | None:
             return None
         raise
     outputs = {o["OutputKey"]: o.get("OutputValue") for o in described.get("Outputs", [])}
-    from .promote import EVERY_FUNCTION
+    from .promote import PROMOTED
 
-    return {fn: str(outputs[names.function_output_key(fn)]) for fn in EVERY_FUNCTION}
+    # A stack from before the integrity functions has no outputs for them: they are left out.
+    return {fn: str(outputs[key]) for fn in PROMOTED if (key := names.function_output_key(fn)) in outputs}
 
 
 def cmd_live_versions(args: argparse.Namespace) -> int:

@@ -32,7 +32,12 @@ from .deployment import LAYER_ARN
 from .report import attempts, now
 from .target import BuiltPackage
 
-EVERY_FUNCTION = (*FUNCTIONS, names.AUTHORIZER_FUNCTION)
+EVERY_FUNCTION = (*FUNCTIONS, names.AUTHORIZER_FUNCTION)  # what the gate checks over HTTP
+# Invoked by the stream and a schedule, never over HTTP: the gate does not call them, but they run the same
+# functions zip, so their `next` versions are promoted with the others once each is read to run the accepted
+# digests.
+BACKGROUND_FUNCTIONS = (names.WITNESS_WRITER_FUNCTION, names.CHAIN_VERIFIER_FUNCTION)
+PROMOTED = (*EVERY_FUNCTION, *BACKGROUND_FUNCTIONS)
 
 
 class PromotionRefused(Exception):
@@ -137,19 +142,22 @@ def promote(
     report_path, report = newest_report(reports_dir)
     accepted = accepted_versions(report, stack, built)
     behind_next = aliases(lam, function_names, names.NEXT_ALIAS)
-    if behind_next != accepted:
+    for fn in BACKGROUND_FUNCTIONS:
+        if fn in function_names:  # checked below against the built digests like every other
+            accepted[fn] = behind_next[fn] or ""
+    if {fn: behind_next[fn] for fn in accepted} != accepted:
         moved = sorted(fn for fn in accepted if behind_next.get(fn) != accepted[fn])
         raise PromotionRefused(
             f"{names.NEXT_ALIAS} no longer names the accepted versions ({', '.join(moved)}): a deploy came "
             "in between; run the gate again"
         )
-    problems = [p for fn in EVERY_FUNCTION for p in _check_code(lam, function_names[fn], accepted[fn], built)]
+    problems = [p for fn in accepted for p in _check_code(lam, function_names[fn], accepted[fn], built)]
     if problems:
         raise PromotionRefused("the accepted versions do not run the built packages: " + "; ".join(problems))
     previous = aliases(lam, function_names, names.LIVE_ALIAS)
     moved: list[str] = []
     try:
-        for fn in EVERY_FUNCTION:
+        for fn in accepted:
             lam.update_alias(
                 FunctionName=function_names[fn], Name=names.LIVE_ALIAS, FunctionVersion=accepted[fn]
             )

@@ -17,7 +17,14 @@ from typing import Any
 
 import pytest
 
-from sentinel_acceptance.promote import EVERY_FUNCTION, PromotionFailed, PromotionRefused, aliases, promote
+from sentinel_acceptance.promote import (
+    EVERY_FUNCTION,
+    PROMOTED,
+    PromotionFailed,
+    PromotionRefused,
+    aliases,
+    promote,
+)
 from sentinel_acceptance.target import BuiltPackage
 from sentinel_service import names
 
@@ -99,7 +106,7 @@ def deployed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deploy
             lam.publish_layer_version(LayerName=name, Content={"ZipFile": data})["LayerVersionArn"]
             for name, data in (("core", core), ("deps", deps))
         ]
-        functions = {fn: f"{STACK}-{fn}" for fn in EVERY_FUNCTION}
+        functions = {fn: f"{STACK}-{fn}" for fn in PROMOTED}
         for name in functions.values():
             lam.create_function(
                 FunctionName=name,
@@ -134,10 +141,10 @@ def test_a_passing_run_of_next_promotes_every_function_to_the_accepted_version(d
     # When the promote step runs
     done = run_promote(deployed)
     # Then every function's live alias serves the accepted version, and the previous ones are on record
-    assert deployed.live() == {fn: "2" for fn in EVERY_FUNCTION}
-    assert done.previous == {fn: "1" for fn in EVERY_FUNCTION}
+    assert deployed.live() == {fn: "2" for fn in PROMOTED}
+    assert done.previous == {fn: "1" for fn in PROMOTED}
     record = json.loads(report.with_name("promotion-0001.json").read_text())
-    assert record["live"] == {fn: "2" for fn in EVERY_FUNCTION} and record["report"] == str(report)
+    assert record["live"] == {fn: "2" for fn in PROMOTED} and record["report"] == str(report)
 
 
 @pytest.mark.parametrize(
@@ -174,7 +181,7 @@ def test_without_a_passing_run_of_next_for_this_stack_live_does_not_move(
     with pytest.raises(PromotionRefused, match=says.replace("(", r"\(").replace(")", r"\)")):
         run_promote(deployed)
     # And the previous versions keep serving
-    assert deployed.live() == {fn: "1" for fn in EVERY_FUNCTION}, fault
+    assert deployed.live() == {fn: "1" for fn in PROMOTED}, fault
 
 
 def test_a_run_that_accepted_other_packages_promotes_nothing(deployed: Deployed) -> None:
@@ -184,7 +191,7 @@ def test_a_run_that_accepted_other_packages_promotes_nothing(deployed: Deployed)
     # When the promote step runs, then it refuses and live does not move
     with pytest.raises(PromotionRefused, match="other packages"):
         run_promote(deployed)
-    assert deployed.live() == {fn: "1" for fn in EVERY_FUNCTION}
+    assert deployed.live() == {fn: "1" for fn in PROMOTED}
 
 
 def test_a_wrong_package_behind_an_accepted_version_promotes_nothing(deployed: Deployed) -> None:
@@ -201,7 +208,7 @@ def test_a_wrong_package_behind_an_accepted_version_promotes_nothing(deployed: D
     # When the promote step runs, then it reads the code again, refuses, and live does not move
     with pytest.raises(PromotionRefused, match=f"{STACK}-gating:{version} runs CodeSha256"):
         run_promote(deployed)
-    assert deployed.live() == {fn: "1" for fn in EVERY_FUNCTION}
+    assert deployed.live() == {fn: "1" for fn in PROMOTED}
 
 
 def test_a_deploy_between_acceptance_and_promotion_promotes_nothing(deployed: Deployed) -> None:
@@ -211,7 +218,7 @@ def test_a_deploy_between_acceptance_and_promotion_promotes_nothing(deployed: De
     # When the promote step runs, then it refuses: what next serves now was not accepted
     with pytest.raises(PromotionRefused, match="no longer names the accepted versions"):
         run_promote(deployed)
-    assert deployed.live() == {fn: "1" for fn in EVERY_FUNCTION}
+    assert deployed.live() == {fn: "1" for fn in PROMOTED}
 
 
 def test_a_promotion_that_breaks_off_half_way_puts_back_what_it_moved(deployed: Deployed) -> None:
@@ -235,7 +242,18 @@ def test_a_promotion_that_breaks_off_half_way_puts_back_what_it_moved(deployed: 
     with pytest.raises(PromotionFailed, match="live is unchanged"):
         run_promote(deployed, Flaky(deployed.lam))
     # And no mix serves: every function is back on the previous version
-    assert deployed.live() == {fn: "1" for fn in EVERY_FUNCTION}
+    assert deployed.live() == {fn: "1" for fn in PROMOTED}
     # And a second promotion, once Lambda answers, completes
     run_promote(deployed)
-    assert deployed.live() == {fn: "2" for fn in EVERY_FUNCTION}
+    assert deployed.live() == {fn: "2" for fn in PROMOTED}
+
+
+def test_a_background_function_running_another_package_promotes_nothing(deployed: Deployed) -> None:
+    # Given a passing run of the API's functions, and a planted fault in one the gate cannot call over HTTP:
+    # the witness writer's next version runs another zip
+    deployed.report()
+    version = deployed.publish(names.WITNESS_WRITER_FUNCTION, a_zip("tampered"))
+    # When the promote step runs, then it reads that version's code too, refuses, and live does not move
+    with pytest.raises(PromotionRefused, match=f"witness_writer:{version} runs CodeSha256"):
+        run_promote(deployed)
+    assert deployed.live() == {fn: "1" for fn in PROMOTED}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sentinel_service import names
-from support.infra import CONTEXT, EVERY_FUNCTION, STACK, functions_by_name, ref_name
+from support.infra import ALL_FUNCTIONS, CONTEXT, STACK, functions_by_name, ref_name
 
 
 def aliases(template: dict, function_logical_id: str) -> dict[str, object]:
@@ -27,7 +27,7 @@ def test_a_deploy_over_serving_versions_leaves_live_on_them_and_gives_next_the_n
     from support.infra import Synthesized
 
     # Given the versions each function's live alias serves now
-    serving = {name: str(10 + i) for i, name in enumerate(EVERY_FUNCTION)}
+    serving = {name: str(10 + i) for i, name in enumerate(ALL_FUNCTIONS)}
     # When the stack is synthesized with them
     app, _ = build_app(
         {**CONTEXT, "liveVersions": json.dumps(serving)}, outdir=str(tmp_path), build_dir=built
