@@ -257,3 +257,17 @@ def test_a_background_function_running_another_package_promotes_nothing(deployed
     with pytest.raises(PromotionRefused, match=f"witness_writer:{version} runs CodeSha256"):
         run_promote(deployed)
     assert deployed.live() == {fn: "1" for fn in PROMOTED}
+
+
+def test_before_the_first_deploy_no_version_is_live_and_the_deploy_pins_none(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sentinel_acceptance.__main__ import main
+
+    # Given a stack that does not exist yet, when make deploy reads what its live aliases serve
+    assert main(["live-versions", "--stack", "Sentinel-notyet", "--region", REGION]) == 0
+    # Then it reads nothing, so the first deploy starts live on its first versions
+    assert json.loads(capsys.readouterr().out) == {}
+    # And promoting it is refused: there is nothing to promote
+    assert main(["promote", "--stack", "Sentinel-notyet", "--region", REGION]) == 1
+    assert "does not exist" in capsys.readouterr().err
