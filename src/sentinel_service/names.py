@@ -50,6 +50,9 @@ LIVE_ALIAS = "live"  # API Gateway invokes this alias of a published version, ne
 # The version a deployment just published, served only by the acceptance API until a passing acceptance run
 # promotes it to `live` (docs/deploy.md, "Acceptance before traffic").
 NEXT_ALIAS = "next"
+# The alarm the live acceptance run sets to ALARM to see a notification arrive (`sentinel-<stage>-<this>`):
+# it watches a metric nothing emits, and the operator's e-mail subscription filters it out.
+CANARY_ALARM = "acceptance-canary"
 
 # Environment variables the deployment sets (sentinel_service.settings reads the SENTINEL_* ones).
 ENV_STATE_TABLE = "SENTINEL_STATE_TABLE"

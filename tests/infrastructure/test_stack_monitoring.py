@@ -67,7 +67,8 @@ def test_every_alarm_notifies_the_alarm_topic(synthesized: Synthesized) -> None:
     # Given the one topic, then every alarm sends to it
     (topic_id,) = synthesized.of_type("AWS::SNS::Topic")
     found = alarms(synthesized)
-    assert len(found) == 4 * len(ALL_FUNCTIONS) + 9 + 2  # + the tamper and forged-checkpoint alarms
+    # + the tamper and forged-checkpoint alarms, + the acceptance canary
+    assert len(found) == 4 * len(ALL_FUNCTIONS) + 9 + 2 + 1
     for name, props in found.items():
         assert [ref_name(a) for a in props["AlarmActions"]] == [topic_id], name
         assert props["AlarmDescription"], name
@@ -329,3 +330,21 @@ def test_the_acceptance_runs_refusals_count_toward_no_alarm(synthesized: Synthes
     logs_of = {api: json.dumps(stage["AccessLogSettings"]["DestinationArn"]) for api, stage in stages.items()}
     assert ref_name(denials["LogGroupName"]) in logs_of[production]
     assert ref_name(denials["LogGroupName"]) not in logs_of[acceptance]
+
+
+def test_the_acceptance_canary_notifies_the_topic_but_pages_nobody(synthesized: Synthesized) -> None:
+    # Given the canary alarm the live acceptance run sets to prove delivery (sentinel_acceptance/canary.py)
+    canary = alarm(synthesized, names.CANARY_ALARM)
+    (topic_id,) = synthesized.of_type("AWS::SNS::Topic")
+    # Then it notifies the alarm topic, like every alarm, and watches a metric nothing emits
+    assert [ref_name(a) for a in canary["AlarmActions"]] == [topic_id]
+    assert (canary["Namespace"], canary["MetricName"]) == ("Sentinel/Acceptance", "Canary")
+    assert canary["TreatMissingData"] == "notBreaching"
+    # And its name is within the topic policy's pattern for this stack's alarms
+    grants = _publish_grants(synthesized)
+    pattern = _joined(grants["cloudwatch.amazonaws.com"]["Condition"]["ArnLike"]["aws:SourceArn"])
+    assert fnmatch.fnmatchcase(canary["AlarmName"], pattern.rsplit(":", 1)[1])
+    # And the operator's e-mail receives every alarm but the canary: a deploy pages nobody
+    (subscription,) = synthesized.properties("AWS::SNS::Subscription")
+    assert subscription["FilterPolicyScope"] == "MessageBody"
+    assert subscription["FilterPolicy"] == {"AlarmName": [{"anything-but": [canary["AlarmName"]]}]}

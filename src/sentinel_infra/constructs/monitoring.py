@@ -76,6 +76,7 @@ class Monitoring(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.prefix = f"sentinel-{config.stage}"
+        self.canary_name = f"{self.prefix}-{names.CANARY_ALARM}"
         self.thresholds = Thresholds(config.invocation_spike_threshold, config.authorizer_denials_threshold)
         self.topic = self._topic(config)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
@@ -145,6 +146,17 @@ class Monitoring(Construct):
             "wrote the state table. The witness writer dropped it; its log names the partition and seq.",
         )
         self.dashboard = self._dashboard(functions, api, tables, dead_letters)
+        # Never fires on its own (nothing emits its metric): the live acceptance run sets its state to see a
+        # notification reach a subscription of its own, end to end (sentinel_acceptance/canary.py).
+        self._alarm(
+            names.CANARY_ALARM,
+            cloudwatch.Metric(
+                namespace="Sentinel/Acceptance", metric_name="Canary", statistic="Maximum", period=PERIOD
+            ),
+            1,
+            "Not an incident: the acceptance run sets this alarm's state to prove that alarm notifications "
+            "reach the topic's subscribers. Nothing emits its metric; the operator's e-mail filters it out.",
+        )
 
     # ---- the topic -------------------------------------------------------------------------------------
 
@@ -206,7 +218,18 @@ class Monitoring(Construct):
                 )
             )
         if config.alarm_email:
-            topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
+            # Every alarm but the acceptance canary: a deploy proves delivery without paging anyone. (The
+            # budget e-mails the operator directly too: its SNS notices are not JSON and so do not pass here.)
+            topic.add_subscription(
+                subscriptions.EmailSubscription(
+                    config.alarm_email,
+                    filter_policy_with_message_body={
+                        "AlarmName": sns.FilterOrPolicy.filter(
+                            sns.SubscriptionFilter.string_filter(denylist=[self.canary_name])
+                        )
+                    },
+                )
+            )
         else:
             cdk.Annotations.of(self).add_warning_v2(
                 "sentinel:no-alarm-email",
