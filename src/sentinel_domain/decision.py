@@ -9,11 +9,23 @@ from .canonical import canonical_bytes, digest
 from .evidence import scope_covers
 from .models import Policy, ProjectConfig
 from .plan_walk import PlanWalk, Row, epoch_us, evidence_rows, plan_walk
-from .reviews import approval_status
+from .reviews import approval_status, withdrawn_approvers
 from .state import CandidateState, ProjectState
 from .times import utc_naive
 
 TRUST_FINDING = {"unverified": "EVIDENCE_UNVERIFIED", "untrusted": "EVIDENCE_UNTRUSTED"}
+# Rule 26: what a principal revoked as compromised did stops counting; each finding says how to go on.
+REVOKED_REMEDIATION = {
+    "APPROVAL_REVOKED": "ask a reviewer who was not compromised to review the current plan digest again "
+    "(POST .../reviews); if the compromised reviewer may have shaped the plan, amend it first",
+    "ATTESTATION_REVOKED": "have a trusted ci publisher that was not compromised attest the change context "
+    "again (POST .../change-context from CI)",
+    "EVIDENCE_UNTRUSTED": "re-run the check in CI under a publisher that was not compromised, listed in the "
+    "policy's trusted_publishers, and post its evidence",
+    "REQUESTER_REVOKED": "a candidate created by a compromised principal is never cleared: push the change "
+    "again as a new commit and create its candidate as a live requester; a plan authored by one is "
+    "cleared by a live requester storing the plan again (PUT .../plan with If-Match) and a new review",
+}
 
 
 class Finding(BaseModel):
@@ -191,7 +203,18 @@ class Judge:
             if e["binding"]["policy_id"] != check["policy_ref"] or e["binding"]["policy_version"] != version:
                 continue
             trust = self.trust(e)
-            if trust in TRUST_FINDING:
+            since = self.compromised.get(e["publisher"]["id"]) if e["trust"] == "verified" else None
+            if since is not None:
+                out.append(
+                    finding(
+                        "EVIDENCE_UNTRUSTED",
+                        f"evidence {e['evidence_id']} is untrusted: its publisher {e['publisher']['id']} was "
+                        f"revoked as compromised at {since}, and nothing it published counts from then on",
+                        remediation_hint=REVOKED_REMEDIATION["EVIDENCE_UNTRUSTED"],
+                        **where,
+                    )
+                )
+            elif trust in TRUST_FINDING:
                 out.append(
                     finding(
                         TRUST_FINDING[trust],
@@ -378,6 +401,50 @@ def _plan_findings(
     return findings
 
 
+def attester(context: dict[str, Any]) -> str:
+    """Who wrote a change context: the candidate's creator for the first one, the poster for the others."""
+    return str(context["created_by" if context["type"] == "candidate.created" else "actor"]["id"])
+
+
+def _revoked_findings(state: CandidateState, compromised: dict[str, str]) -> list[Finding]:
+    """Rule 26 for what is not an approval or evidence: attestations by a principal revoked as compromised no
+    longer count (ATTESTATION_REVOKED when no other attestation stands), and a candidate created, or a current
+    plan authored, by one holds (REQUESTER_REVOKED): the requester chose the revision and what the plan
+    proves, and nobody can tell which of its choices the intruder made."""
+    if not compromised:
+        return []
+    out: list[Finding] = []
+    attesters = {attester(c) for c in state.contexts if c["attested"]}
+    if attesters and attesters <= set(compromised):
+        out.append(
+            finding(
+                "ATTESTATION_REVOKED",
+                f"every attested change context was attested by {', '.join(sorted(attesters))}, since "
+                "revoked as compromised: the change this candidate describes is no longer vouched for",
+                remediation_hint=REVOKED_REMEDIATION["ATTESTATION_REVOKED"],
+            )
+        )
+    creator = str(state.candidate["created_by"]["id"])
+    if creator in compromised:
+        out.append(
+            finding(
+                "REQUESTER_REVOKED",
+                f"the candidate was created by {creator}, revoked as compromised at {compromised[creator]}",
+                remediation_hint=REVOKED_REMEDIATION["REQUESTER_REVOKED"],
+            )
+        )
+    author = str(state.plan["author"]["id"]) if state.plan is not None else None
+    if author is not None and author != creator and author in compromised:
+        out.append(
+            finding(
+                "REQUESTER_REVOKED",
+                f"the current plan was stored by {author}, revoked as compromised at {compromised[author]}",
+                remediation_hint=REVOKED_REMEDIATION["REQUESTER_REVOKED"],
+            )
+        )
+    return out
+
+
 def considered_digest(state: CandidateState, project: ProjectState, as_of: str) -> str:
     """SHA-256 of the RFC 8785 form of {"as_of", "candidate": the digests of the candidate's facts considered,
     "project": those of the project's facts visible at as_of}. Written member by member (keys in their
@@ -401,17 +468,30 @@ def decide(
         findings.append(
             finding("NO_OBLIGATIONS", "nothing was derived to prove: zero obligations is not a pass")
         )
+    compromised = project.compromised(as_of)
     if not state.attested:
         findings.append(
             finding("CHANGE_CONTEXT_UNVERIFIED", "no change context was attested by a trusted ci publisher")
         )
+    findings += _revoked_findings(state, compromised)
     if state.plan is None:
         findings.append(finding("PLAN_MISSING", "no work plan was stored for this candidate"))
     elif config is None:
         findings.append(finding("STATE_UNAVAILABLE", "the project has no configuration"))
     else:
-        code, _until = approval_status(state, config, as_of)
-        if code:
+        code, _until = approval_status(state, config, as_of, compromised)
+        if code == "APPROVAL_REVOKED":
+            withdrawn = ", ".join(withdrawn_approvers(state, compromised))
+            findings.append(
+                finding(
+                    code,
+                    f"the approval of the current plan digest by {withdrawn} no longer counts: revoked as "
+                    "compromised, and the others are not enough "
+                    f"({config.approvals_required} needed)",
+                    remediation_hint=REVOKED_REMEDIATION[code],
+                )
+            )
+        elif code:
             findings.append(
                 finding(
                     code,

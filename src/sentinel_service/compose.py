@@ -230,9 +230,11 @@ class Services:
 
     @cached_property
     def operator(self) -> Operator:
+        from sentinel_service.adapters.principal_changes import principal_changes
         from sentinel_service.operator import Operator
 
-        return Operator(self.gate, self.admin, self.token_key, self.clock)
+        changes = principal_changes(self.store, self.admin)
+        return Operator(self.gate, self.admin, self.token_key, self.clock, changes)
 
 
 def compose(settings: Settings, **overrides: Any) -> Services:

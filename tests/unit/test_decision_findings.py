@@ -411,10 +411,13 @@ def test_evidence_untrusted_after_its_publisher_is_revoked_as_compromised(world:
     world.gate.record_project_event(
         PROJECT, "principal.revoked", {"principal_id": CI.id, "compromised": True}
     )
-    # Then all of its evidence is untrusted from then on
+    # Then all of its evidence is untrusted from then on (and its attestation no longer counts either)
     decision = decide(world, cand.cid)
-    assert codes(decision) == ["EVIDENCE_UNTRUSTED"]
-    assert where(the(decision, "EVIDENCE_UNTRUSTED")) == (cand.obligation, "C1", "T1")
+    assert codes(decision) == ["ATTESTATION_REVOKED", "EVIDENCE_UNTRUSTED"]
+    untrusted = the(decision, "EVIDENCE_UNTRUSTED")
+    assert where(untrusted) == (cand.obligation, "C1", "T1")
+    assert "revoked as compromised at 2026-11-29T12:00:01" in untrusted["detail"]
+    assert untrusted["remediation_hint"] and "not compromised" in untrusted["remediation_hint"]
     # And a what-if read before the revocation still sees it trusted
     assert decide(world, cand.cid, as_of=before)["decision"] == "ready"
 
