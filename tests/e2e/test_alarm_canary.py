@@ -13,7 +13,7 @@ from sentinel_acceptance.deployment import Deployment
 from sentinel_acceptance.target import AWS, EMULATION, Emulation, Target
 from sentinel_service import names
 
-TOPIC = "arn:aws:sns:eu-west-1:111122223333:alarms"
+TOPIC = "arn:aws:sns:eu-west-1:123456789012:alarms"
 
 
 class Cloud:
@@ -35,7 +35,7 @@ class Cloud:
 
     def get_queue_attributes(self, **kw: Any) -> dict[str, Any]:
         return {
-            "Attributes": {"QueueArn": "arn:aws:sqs:eu-west-1:111122223333:" + kw["QueueUrl"].split("/")[-1]}
+            "Attributes": {"QueueArn": "arn:aws:sqs:eu-west-1:123456789012:" + kw["QueueUrl"].split("/")[-1]}
         }
 
     def set_queue_attributes(self, **kw: Any) -> None:
