@@ -126,6 +126,31 @@ def cmd_mint(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_retire(args: argparse.Namespace) -> int:
+    """Void the acceptance tokens a run used (make acceptance runs it after every run it minted for)."""
+    import boto3
+
+    from .tokens import Minted, default_secret_id, operator_runtime, retire, store_in_secret
+
+    region = args.region or default_region()
+    stack = args.stack or default_stack()
+    if not region:
+        print("error: no AWS region: set AWS_REGION or pass --region", file=sys.stderr)
+        return 2
+    described = boto3.client("cloudformation", region_name=region).describe_stacks(StackName=stack)["Stacks"][
+        0
+    ]
+    outputs = {o["OutputKey"]: o.get("OutputValue") for o in described.get("Outputs", [])}
+    retired = retire(operator_runtime(outputs, region))
+    secret_id = args.secret_id or default_secret_id(stack.removeprefix(names.stack_name("")))
+    try:  # the secret then holds no token: nothing voided lingers where the next run would look
+        store_in_secret(boto3.client("secretsmanager", region_name=region), secret_id, Minted({}, {}, []))
+    except Exception as error:  # the tokens are void either way
+        print(f"retire: the secret {secret_id} was not emptied: {error}", file=sys.stderr)
+    print(json.dumps({"retired": retired}))
+    return 0
+
+
 def _stack_functions(region: str, stack: str) -> dict[str, str] | None:
     """{function: physical name} from the stack's outputs; None when the stack does not exist yet."""
     import boto3
@@ -261,6 +286,14 @@ def parser() -> argparse.ArgumentParser:
     )
     minting.add_argument("--github-env", help="append the tokens, masked, to this file ($GITHUB_ENV)")
     minting.set_defaults(run=cmd_mint)
+
+    retiring = sub.add_parser(
+        "retire", help="void the acceptance tokens a run used (operator credentials; make acceptance runs it)"
+    )
+    retiring.add_argument("--stack")
+    retiring.add_argument("--region")
+    retiring.add_argument("--secret-id")
+    retiring.set_defaults(run=cmd_retire)
 
     promoting = sub.add_parser(
         "promote", help=f"move {names.LIVE_ALIAS} to the {names.NEXT_ALIAS} versions a passing run accepted"

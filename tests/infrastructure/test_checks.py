@@ -161,6 +161,17 @@ def test_make_deploy_uses_the_pinned_cli_and_writes_outputs_where_the_names_modu
     ]
     positions = [deploy.index(step) for step in steps]
     assert positions == sorted(positions)
+    # And `make acceptance` mints tokens of minutes before the run and voids them after it, whatever happens
+    acceptance = (REPO / "mk" / "acceptance.mk").read_text()
+    acceptance = acceptance[acceptance.index("\nacceptance: setup") :]
+    order = [
+        "sentinel_acceptance mint --ttl 15m",
+        "sentinel_acceptance run",
+        "|| status=$$?",
+        "retire",
+        "exit $$status",
+    ]
+    assert [acceptance.index(step) for step in order] == sorted(acceptance.index(step) for step in order)
     # And `make synth` runs cfn-lint with only W3005 ignored, for the regions the template's guard accepts
     assert (
         "cfn-lint -i W3005 --regions $$($(BIN)/python -m sentinel_infra.regions cdk.out/*.template.json)"
