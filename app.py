@@ -14,7 +14,7 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from sentinel_infra import packaging
+from sentinel_infra import packaging, regions
 from sentinel_infra.config import DeploymentConfig
 from sentinel_infra.stack import SentinelStack
 from sentinel_service import names
@@ -25,6 +25,19 @@ CDK_JSON = Path(__file__).resolve().parent / "cdk.json"
 def cdk_json_context() -> dict[str, Any]:
     """cdk.json's context: the CLI passes it itself, a plain `python app.py` needs it read here."""
     return dict(json.loads(CDK_JSON.read_text()).get("context", {}))
+
+
+def live_versions(raw: Any) -> dict[str, str]:
+    """-c liveVersions='{"gating": "7", ...}': the versions the `live` aliases serve now, which `make deploy`
+    reads from Lambda so the deploy leaves them where they are (absent: a first deployment)."""
+    if raw in (None, ""):
+        return {}
+    versions = json.loads(raw) if isinstance(raw, str) else raw
+    if not isinstance(versions, dict) or not all(
+        isinstance(v, str) and v.isdigit() for v in versions.values()
+    ):
+        raise ValueError(f"liveVersions must map function names to published version numbers, not {raw!r}")
+    return {str(k): str(v) for k, v in versions.items()}
 
 
 def build_app(
@@ -38,9 +51,12 @@ def build_app(
         names.stack_name(config.stage),
         config=config,
         packages=packaging.read_digests(build_dir),
+        live_versions=live_versions(app.node.try_get_context("liveVersions")),
         description=f"Sentinel ({config.stage}): a fail-closed readiness gate for changes made by coding "
         "agents",
     )
+    # Last, once the stack holds every resource: the rule lists the regions that have every type it declares.
+    regions.guard(stack, regions.region_at_synth())
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app, stack
 

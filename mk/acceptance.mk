@@ -15,9 +15,12 @@ ACCEPTANCE_FLAGS ?=
 
 .PHONY: acceptance acceptance-local acceptance-tokens
 
+# Minted tokens live 15 minutes (a run takes a few) and are voided right after the run, passed or failed.
 acceptance: setup
-	@if [ "$(ACCEPTANCE_MINT)" = "1" ]; then $(BIN)/python -m sentinel_acceptance mint $(ACCEPTANCE_TARGET); fi
-	$(BIN)/python -m sentinel_acceptance run $(ACCEPTANCE_TARGET) $(ACCEPTANCE_FLAGS)
+	@if [ "$(ACCEPTANCE_MINT)" = "1" ]; then $(BIN)/python -m sentinel_acceptance mint --ttl 15m $(ACCEPTANCE_TARGET); fi
+	@status=0; $(BIN)/python -m sentinel_acceptance run $(ACCEPTANCE_TARGET) $(ACCEPTANCE_FLAGS) || status=$$?; \
+	if [ "$(ACCEPTANCE_MINT)" = "1" ]; then $(BIN)/python -m sentinel_acceptance retire $(ACCEPTANCE_TARGET) || status=1; fi; \
+	exit $$status
 
 acceptance-tokens: setup
 	$(BIN)/python -m sentinel_acceptance mint $(ACCEPTANCE_TARGET)

@@ -15,13 +15,22 @@ build: setup
 synth: build
 	rm -rf cdk.out
 	$(BIN)/python app.py
-	$(BIN)/cfn-lint -i W3005 -- cdk.out/*.template.json
+	@# Linted for every region the template's own region guard accepts (sentinel_infra/regions.py).
+	$(BIN)/cfn-lint -i W3005 --regions $$($(BIN)/python -m sentinel_infra.regions cdk.out/*.template.json) \
+		-- cdk.out/*.template.json
 
+# Acceptance before traffic (docs/deploy.md): the deploy publishes new versions behind the `next` aliases (the
+# acceptance API) and leaves `live` (production) on the versions it serves, read from Lambda first; the gate
+# then checks `next`, and only a passing run lets the promote step move `live`. A failing run moves nothing:
+# the previous versions keep serving and the attempt report stays in build/acceptance-reports/.
+# With another stage than cdk.json's, name its stack: ACCEPTANCE_TARGET="--stack Sentinel-prod".
 deploy: build
-	$(CDK) deploy --all --no-notices --outputs-file $(STACK_OUTPUTS) $(CDK_FLAGS)
-	@# The acceptance verbs belong to another concern's mk file; until one defines them, say so plainly.
-	@if grep -qs '^acceptance:' Makefile mk/*.mk; then $(MAKE) acceptance; \
-	else echo "deploy: no acceptance target yet, so nothing checked the deployed stack"; fi
+	LIVE=$$($(BIN)/python -m sentinel_acceptance live-versions $(ACCEPTANCE_TARGET)) && \
+	$(CDK) deploy --all --no-notices --outputs-file $(STACK_OUTPUTS) -c liveVersions="$$LIVE" $(CDK_FLAGS)
+	@$(MAKE) acceptance ACCEPTANCE_FLAGS="--alias next $(ACCEPTANCE_FLAGS)" || { \
+		echo "deploy: acceptance of the new versions FAILED: live was not moved, the previous versions keep serving (report in build/acceptance-reports/)"; \
+		exit 1; }
+	$(BIN)/python -m sentinel_acceptance promote $(ACCEPTANCE_TARGET)
 
 # Re-resolve the deps layer's pins after a change to [project].dependencies (needs PyPI).
 deps-lock: setup

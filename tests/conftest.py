@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sentinel_infra.packaging import exclusive
+from support.bytecode import NO_BYTECODE
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -27,11 +28,21 @@ def shared_dir(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path
 @pytest.fixture(scope="session")
 def built(shared_dir: Path) -> Path:
     """One build/-like folder (the three zips and digests.json) for the infrastructure and acceptance tests;
-    whichever worker needs it first builds it, the others wait and reuse it (wheels cache in build/cache/)."""
+    whichever worker needs it first builds it, the others wait and reuse it (wheels cache in build/cache/).
+
+    With the pinned CPython 3.13 (TOOLCHAIN.md: pyenv's, on these machines) the packages carry bytecode as
+    `make build` makes them. Without it the build here goes on without bytecode, knowingly: every other test
+    of the packages and the stack still runs, and the bytecode tests skip saying why (`requires_bytecode`)."""
     from sentinel_infra import packaging
 
     out = shared_dir / "build"
     with exclusive(shared_dir / ".build.lock"):
         if not (out / packaging.DIGESTS_FILE).exists():
-            packaging.build(out)
+            try:
+                packaging.find_bytecode_python()
+                bytecode = True
+            except packaging.BytecodeUnavailable as why:
+                (shared_dir / NO_BYTECODE).write_text(str(why))
+                bytecode = False
+            packaging.build(out, bytecode=bytecode)
     return out

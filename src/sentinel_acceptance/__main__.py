@@ -58,6 +58,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         project=args.project,
         expect_mode=args.expect_mode,
         api_url=args.api_url,
+        alias=args.alias,
     )
     return 0 if gate.run(target, args.reports_dir).passed else 1
 
@@ -125,6 +126,102 @@ def cmd_mint(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_retire(args: argparse.Namespace) -> int:
+    """Void the acceptance tokens a run used (make acceptance runs it after every run it minted for)."""
+    import boto3
+
+    from .tokens import Minted, default_secret_id, operator_runtime, retire, store_in_secret
+
+    region = args.region or default_region()
+    stack = args.stack or default_stack()
+    if not region:
+        print("error: no AWS region: set AWS_REGION or pass --region", file=sys.stderr)
+        return 2
+    described = boto3.client("cloudformation", region_name=region).describe_stacks(StackName=stack)["Stacks"][
+        0
+    ]
+    outputs = {o["OutputKey"]: o.get("OutputValue") for o in described.get("Outputs", [])}
+    retired = retire(operator_runtime(outputs, region))
+    secret_id = args.secret_id or default_secret_id(stack.removeprefix(names.stack_name("")))
+    try:  # the secret then holds no token: nothing voided lingers where the next run would look
+        store_in_secret(boto3.client("secretsmanager", region_name=region), secret_id, Minted({}, {}, []))
+    except Exception as error:  # the tokens are void either way
+        print(f"retire: the secret {secret_id} was not emptied: {error}", file=sys.stderr)
+    print(json.dumps({"retired": retired}))
+    return 0
+
+
+def _stack_functions(region: str, stack: str) -> dict[str, str] | None:
+    """{function: physical name} from the stack's outputs; None when the stack does not exist yet."""
+    import boto3
+
+    cloudformation = boto3.client("cloudformation", region_name=region)
+    try:
+        described = cloudformation.describe_stacks(StackName=stack)["Stacks"][0]
+    except cloudformation.exceptions.ClientError as error:
+        if "does not exist" in str(error):
+            return None
+        raise
+    outputs = {o["OutputKey"]: o.get("OutputValue") for o in described.get("Outputs", [])}
+    from .promote import PROMOTED
+
+    # A stack from before the integrity functions has no outputs for them: they are left out.
+    return {fn: str(outputs[key]) for fn in PROMOTED if (key := names.function_output_key(fn)) in outputs}
+
+
+def cmd_live_versions(args: argparse.Namespace) -> int:
+    """Print {function: version} of the live aliases now, for `cdk deploy -c liveVersions=...`: the deploy
+    then leaves them where they are. `{}` for a stack that does not exist yet (its first deploy)."""
+    import boto3
+
+    from .promote import aliases
+
+    region = args.region or default_region()
+    if not region:
+        print("error: no AWS region: set AWS_REGION or pass --region", file=sys.stderr)
+        return 2
+    functions = _stack_functions(region, args.stack or default_stack())
+    if functions is None:
+        print("{}")
+        return 0
+    live = aliases(boto3.client("lambda", region_name=region), functions, names.LIVE_ALIAS)
+    print(json.dumps({fn: version for fn, version in live.items() if version is not None}, sort_keys=True))
+    return 0
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    import boto3
+
+    from .promote import PromotionFailed, PromotionRefused, promote
+    from .target import read_build
+
+    region = args.region or default_region()
+    stack = args.stack or default_stack()
+    if not region:
+        print("error: no AWS region: set AWS_REGION or pass --region", file=sys.stderr)
+        return 2
+    functions = _stack_functions(region, stack)
+    if functions is None:
+        print(f"promote: refused: stack {stack} does not exist", file=sys.stderr)
+        return 1
+    try:
+        done = promote(
+            boto3.client("lambda", region_name=region),
+            stack,
+            functions,
+            read_build(args.build_dir),
+            args.reports_dir,
+        )
+    except PromotionRefused as refused:
+        print(f"promote: refused, {names.LIVE_ALIAS} unchanged: {refused}", file=sys.stderr)
+        return 1
+    except PromotionFailed as failed:
+        print(f"promote: FAILED: {failed}", file=sys.stderr)
+        return 1
+    print(json.dumps(done.to_json()))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m sentinel_acceptance", description="The Sentinel acceptance gate"
@@ -155,6 +252,13 @@ def parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--region")
     run.add_argument("--api-url", help="override the stack's ApiUrl output (a custom domain in front of it)")
+    run.add_argument(
+        "--alias",
+        choices=(names.LIVE_ALIAS, names.NEXT_ALIAS),
+        default=names.LIVE_ALIAS,
+        help=f"{names.NEXT_ALIAS}: what a deploy just published, through the acceptance API (make deploy, "
+        f"before promoting); {names.LIVE_ALIAS}: what production serves",
+    )
     run.set_defaults(run=cmd_run)
 
     local = sub.add_parser("local", help="check an emulated deployment on moto (make acceptance-local)")
@@ -182,6 +286,30 @@ def parser() -> argparse.ArgumentParser:
     )
     minting.add_argument("--github-env", help="append the tokens, masked, to this file ($GITHUB_ENV)")
     minting.set_defaults(run=cmd_mint)
+
+    retiring = sub.add_parser(
+        "retire", help="void the acceptance tokens a run used (operator credentials; make acceptance runs it)"
+    )
+    retiring.add_argument("--stack")
+    retiring.add_argument("--region")
+    retiring.add_argument("--secret-id")
+    retiring.set_defaults(run=cmd_retire)
+
+    promoting = sub.add_parser(
+        "promote", help=f"move {names.LIVE_ALIAS} to the {names.NEXT_ALIAS} versions a passing run accepted"
+    )
+    promoting.add_argument("--stack")
+    promoting.add_argument("--region")
+    promoting.add_argument("--build-dir", type=Path, default=DEFAULT_BUILD)
+    promoting.add_argument("--reports-dir", type=Path, default=DEFAULT_REPORTS)
+    promoting.set_defaults(run=cmd_promote)
+
+    live = sub.add_parser(
+        "live-versions", help=f"print the versions the {names.LIVE_ALIAS} aliases serve (JSON)"
+    )
+    live.add_argument("--stack")
+    live.add_argument("--region")
+    live.set_defaults(run=cmd_live_versions)
     return p
 
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlparse
 
 from sentinel_service import names
 from sentinel_service.http.routes import FUNCTIONS, ROUTES
@@ -112,9 +113,11 @@ def route_integrations(target: Target, found: Deployment) -> tuple[str, dict[str
             "routes are served by the local runner's emulated gateway from the packaged route "
             "table, whose refusals auth_refusals checks over HTTP",
         )
-    apis = found.physical("AWS::ApiGatewayV2::Api")
-    if len(apis) != 1:
-        raise CheckFailed(f"expected one HTTP API in the stack, found {len(apis)}")
+    # The stack has two HTTP APIs, production (`live`) and acceptance (`next`): the one checked is the one
+    # its URL output names, and it must be one of the stack's own.
+    apis = [_api_id(found, target.api_url_output)]
+    if apis[0] not in found.physical("AWS::ApiGatewayV2::Api"):
+        raise CheckFailed(f"{target.api_url_output} names API {apis[0]}, which is not one of the stack's")
     api = target.client("apigatewayv2")
     routes = {r["RouteKey"]: r for r in _pages(api, "get_routes", "Items", ApiId=apis[0])}
     integrations = {i["IntegrationId"]: i for i in _pages(api, "get_integrations", "Items", ApiId=apis[0])}
@@ -133,9 +136,9 @@ def route_integrations(target: Target, found: Deployment) -> tuple[str, dict[str
         integration = integrations.get(str(deployed.get("Target", "")).removeprefix("integrations/"), {})
         uri = str(integration.get("IntegrationUri", ""))
         arn = FUNCTION_ARN.match(uri)
-        if not arn or arn["name"] != function_names[route.function] or arn["qualifier"] != names.LIVE_ALIAS:
+        if not arn or arn["name"] != function_names[route.function] or arn["qualifier"] != target.alias:
             problems.append(
-                f"{key}: invokes {uri or 'nothing'}, not the {names.LIVE_ALIAS} alias of "
+                f"{key}: invokes {uri or 'nothing'}, not the {target.alias} alias of "
                 f"{function_names[route.function]}"
             )
         else:
@@ -145,10 +148,10 @@ def route_integrations(target: Target, found: Deployment) -> tuple[str, dict[str
             problems.append(f"{key}: public by contract but has authorization {kind}")
         if not route.public:
             authorizer = authorizers.get(str(deployed.get("AuthorizerId", "")), {})
-            alias = f":function:{function_names[names.AUTHORIZER_FUNCTION]}:{names.LIVE_ALIAS}/"
+            alias = f":function:{function_names[names.AUTHORIZER_FUNCTION]}:{target.alias}/"
             if kind != "CUSTOM" or alias not in str(authorizer.get("AuthorizerUri", "")):
                 problems.append(
-                    f"{key}: not behind the token authorizer's {names.LIVE_ALIAS} alias "
+                    f"{key}: not behind the token authorizer's {target.alias} alias "
                     f"(authorization {kind}) — the route is open"
                 )
     evidence = {"api_id": apis[0], "routes": len(routes), "invoked": invoked}
@@ -158,7 +161,7 @@ def route_integrations(target: Target, found: Deployment) -> tuple[str, dict[str
             {**evidence, "problems": problems},
         )
     return (
-        f"all {len(expected)} routes invoke the {names.LIVE_ALIAS} alias of their function, every "
+        f"all {len(expected)} routes invoke the {target.alias} alias of their function, every "
         "non-public one behind the token authorizer, and no other route exists",
         evidence,
     )
@@ -208,7 +211,7 @@ def package_digests(
     if problems:
         raise CheckFailed("what runs is not what was built: " + "; ".join(problems), evidence)
     return (
-        f"the {names.LIVE_ALIAS} version of all {len(EVERY_FUNCTION)} functions runs functions.zip "
+        f"the {target.alias} version of all {len(EVERY_FUNCTION)} functions runs functions.zip "
         f"{built['functions'].sha256[:16]}… with the two built layers",
         evidence,
     )
@@ -216,7 +219,7 @@ def package_digests(
 
 def _live_version(target: Target, found: Deployment, lam: Any, function_name: str) -> tuple[str, str]:
     if target.emulation is None or target.emulation.emulated("AWS::Lambda::Alias"):
-        alias = lam.get_alias(FunctionName=function_name, Name=names.LIVE_ALIAS)
+        alias = lam.get_alias(FunctionName=function_name, Name=target.alias)
         return str(alias["FunctionVersion"]), "lambda:GetAlias"
     # moto creates no alias: follow the template's alias to the version resource it names, then read the one
     # version moto published for that function.
@@ -226,15 +229,15 @@ def _live_version(target: Target, found: Deployment, lam: Any, function_name: st
         r
         for r in template.values()
         if r["Type"] == "AWS::Lambda::Alias"
-        and r["Properties"].get("Name") == names.LIVE_ALIAS
+        and r["Properties"].get("Name") == target.alias
         and r["Properties"].get("FunctionName") == {"Ref": logical}
     ]
     if len(aliases) != 1:
-        raise CheckFailed(f"{function_name}: the template has {len(aliases)} {names.LIVE_ALIAS} aliases")
+        raise CheckFailed(f"{function_name}: the template has {len(aliases)} {target.alias} aliases")
     version_ref = aliases[0]["Properties"].get("FunctionVersion", {})
     version_logical = version_ref.get("Fn::GetAtt", [None])[0] if isinstance(version_ref, dict) else None
     if found.resources.get(version_logical or "", ("", ""))[0] != "AWS::Lambda::Version":
-        raise CheckFailed(f"{function_name}: the {names.LIVE_ALIAS} alias names no deployed version")
+        raise CheckFailed(f"{function_name}: the {target.alias} alias names no deployed version")
     published = [
         v["Version"]
         for v in _pages(lam, "list_versions_by_function", "Versions", FunctionName=function_name)
@@ -277,6 +280,15 @@ def _layer_digest(lam: Any, arn: str) -> str:
         raise CheckFailed(f"not a layer version ARN: {arn}")
     answer = lam.get_layer_version(LayerName=parts["name"], VersionNumber=int(parts["version"]))
     return str(answer["Content"]["CodeSha256"])
+
+
+def _api_id(found: Deployment, output: str) -> str:
+    """The API id in an execute-api URL output (https://<id>.execute-api.<region>.amazonaws.com)."""
+    url = found.output(output)
+    host = urlparse(url).hostname or ""
+    if ".execute-api." not in host:
+        raise CheckFailed(f"{output} is {url!r}, not an execute-api URL")
+    return host.split(".", 1)[0]
 
 
 def _logical_id(found: Deployment, physical: str) -> str:

@@ -40,7 +40,7 @@ from sentinel_service import names
 from sentinel_service.http.routes import FUNCTIONS
 
 from .target import DEFAULT_PROJECT, EMULATION, BuiltPackage, Emulation, Target, read_build
-from .tokens import DEFAULT_TTL, mint, operator_runtime
+from .tokens import DEFAULT_TTL, mint, operator_runtime, retire
 
 REPO = Path(__file__).resolve().parents[2]  # src/<package>/<module>.py
 REGION = "us-east-1"
@@ -519,11 +519,8 @@ def run_local(
         descriptor = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w") as out:
             out.write(secrets.token_hex(32) + "\n")
-        minted = mint(
-            operator_runtime(outputs, REGION, cloud.endpoint, str(key_file)),
-            options.project,
-            _seconds(DEFAULT_TTL),
-        )
+        operator = operator_runtime(outputs, REGION, cloud.endpoint, str(key_file))
+        minted = mint(operator, options.project, _seconds(DEFAULT_TTL))
         # The same code path as a live run: the tokens reach the suite as environment variables.
         target.env = {
             f"SENTINEL_ACCEPTANCE_TOKEN_{role.upper()}": token for role, token in minted.tokens.items()
@@ -553,6 +550,7 @@ def run_local(
             )
             outcome = gate.run(target, reports_dir, say)
             lap("checks")
+        emulation.runner["tokens_retired"] = retire(operator)  # as `make acceptance` does after a live run
         return outcome
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from sentinel_service import names
 from sentinel_service.adapters.tables import PK, SK
 
-from . import deployment, service
+from . import canary, deployment, service
 from .checks import BLOCKED, CheckFailed, CheckLog, CheckResult, CheckSkipped
 from .report import DEFAULT_REPORTS, REPO, AttemptReport, now
 from .target import BuiltPackage, Target, read_build
@@ -36,6 +36,7 @@ TITLES = {
     "acceptance_principals": "The acceptance principals hold roles only in the acceptance project",
     **dict(service.FLOW_CHECKS),
     "alarms": "The stack's CloudWatch alarms exist",
+    "alarm_delivery": "An alarm's notification reaches a subscriber of the alarm topic (the canary alarm)",
     "budget": "The stack's AWS Budget exists",
 }
 CHECK_NAMES = tuple(TITLES)
@@ -102,7 +103,7 @@ def run(target: Target, reports_dir: Path = DEFAULT_REPORTS, say: Callable[[str]
         f"CloudFormation ({target.cloud})",
         lambda: deployment.stack_status(target, found),
     )
-    front.api_url = target.api_url or found.outputs.get(names.OUTPUT_API_URL)
+    front.api_url = target.api_url or found.outputs.get(target.api_url_output)
     log.run(
         "route_integrations",
         TITLES["route_integrations"],
@@ -160,6 +161,12 @@ def run(target: Target, reports_dir: Path = DEFAULT_REPORTS, say: Callable[[str]
 
     log.run(
         "alarms", TITLES["alarms"], f"CloudWatch ({target.cloud})", lambda: deployment.alarms(target, found)
+    )
+    log.run(
+        "alarm_delivery",
+        TITLES["alarm_delivery"],
+        f"CloudWatch SetAlarmState, SNS to an SQS queue of the run ({target.cloud})",
+        lambda: canary.alarm_delivery(target, _need_outputs(found)),
     )
     log.run(
         "budget", TITLES["budget"], f"AWS Budgets ({target.cloud})", lambda: deployment.budget(target, found)

@@ -70,7 +70,10 @@ class Target:
     build_dir: Path = DEFAULT_BUILD
     project: str = DEFAULT_PROJECT
     expect_mode: str = "auto"
-    api_url: str | None = None  # None: the stack's ApiUrl output
+    api_url: str | None = None  # None: the stack's ApiUrl output (NextApiUrl when checking `next`)
+    # Which aliases the run accepts: `next`, what a deploy just published, served by the acceptance API
+    # before the promote step moves `live` (make deploy); `live`, what production serves now.
+    alias: str = names.LIVE_ALIAS
     endpoint_url: str | None = None  # the moto server (emulation only)
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))  # where tokens are looked up
     emulation: Emulation | None = None
@@ -79,6 +82,8 @@ class Target:
     def __post_init__(self) -> None:
         if self.kind not in (AWS, EMULATION):
             raise ValueError(f"unknown target kind {self.kind!r}")
+        if self.alias not in (names.LIVE_ALIAS, names.NEXT_ALIAS):
+            raise ValueError(f"the alias to accept must be {names.LIVE_ALIAS} or {names.NEXT_ALIAS}")
         if self.expect_mode not in EXPECT_MODES:
             raise ValueError(f"expected proposal mode must be one of {', '.join(EXPECT_MODES)}")
         if (self.kind == EMULATION) != (self.emulation is not None and self.endpoint_url is not None):
@@ -100,6 +105,11 @@ class Target:
         return (
             "API Gateway" if self.kind == AWS else "local runner from the built packages (emulated gateway)"
         )
+
+    @property
+    def api_url_output(self) -> str:
+        """The stack output naming the API that serves `alias`."""
+        return names.OUTPUT_API_URL if self.alias == names.LIVE_ALIAS else names.OUTPUT_NEXT_API_URL
 
     @property
     def expected_runtime(self) -> str:
@@ -138,6 +148,7 @@ class Target:
             "project": self.project,
             "expect_mode": self.expect_mode,
             "api_url": self.api_url,
+            "alias": self.alias,
             "build_dir": str(self.build_dir),
         }
         if self.emulation is not None:

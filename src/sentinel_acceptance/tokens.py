@@ -183,6 +183,23 @@ def mint(operator: Operator, project: str, ttl_seconds: int) -> Minted:
     return Minted(tokens, expires, created)
 
 
+# What a retired principal's discarded token lives: the shortest a token may be issued for, and never kept.
+RETIRED_TTL_SECONDS = 60
+
+
+def retire(operator: Operator) -> list[str]:
+    """Void the tokens a run used, at its end: each acceptance principal is issued a token nobody keeps (it
+    expires within a minute), which voids its previous one at once. The principals and their project stay
+    for the next run's mint (a revocation is for good), and the rotation is recorded in the acceptance
+    project's own audit chain."""
+    retired = []
+    for principal_id, _kind, _roles in PRINCIPALS.values():
+        if operator.principal(principal_id) is not None:
+            operator.rotate(principal_id, RETIRED_TTL_SECONDS)  # the new token is dropped unread
+            retired.append(principal_id)
+    return retired
+
+
 def store_in_secret(secrets_client: Any, secret_id: str, minted: Minted) -> str:
     """Put the tokens in the secret (created on first use); returns the secret's id. Nothing is printed."""
     payload = json.dumps({"tokens": minted.tokens, "expires_at": minted.expires_at})

@@ -9,9 +9,18 @@
     digests.json     per zip: sha256 (hex), code_sha256 (base64, as Lambda reports CodeSha256), bytes
 
 Why the bytes are stable: entries are sorted, every entry has the same timestamp (1980-01-01, the oldest a
-zip can hold), mode 0644 and "Unix" as its creator system; no bytecode goes in (the build interpreter is not
-the runtime's, and Lambda compiles on first import anyway); directory entries are left out. Deflate at a
+zip can hold), mode 0644 and "Unix" as its creator system; directory entries are left out. Deflate at a
 fixed level gives the same output for the same zlib, so digests.json records the zlib version it used.
+
+Bytecode: every module of every zip ships its `__pycache__/<module>.cpython-313.pyc`, because Lambda's
+/var/task and /opt are read-only and a cold start would otherwise compile pydantic, Powertools and the core
+from source on every new execution environment (about 280 ms of a handler's 500 ms of import CPU). It is
+compiled by one pinned CPython (`runtime.BYTECODE_PYTHON`, found by `find_bytecode_python`) with
+`--invalidation-mode unchecked-hash` (the loader never compares it with the source, whose mtime a zip does not
+keep), `PYTHONHASHSEED=0` (set and frozenset constants are marshalled in hash order), and the staging folder
+stripped and replaced by the path Lambda loads from (`/var/task`, `/opt`), so the build folder leaves no trace
+in the bytes. Without that interpreter the build stops and says how to get it; `--no-bytecode` builds slower
+packages knowingly, and digests.json records which kind it is.
 
 The deps layer is [project].dependencies minus what the runtime provides (boto3 and botocore), resolved once
 into infra/deps-layer.txt: exact versions and sha256 hashes of the manylinux2014_aarch64 / CPython 3.13
@@ -141,6 +150,143 @@ def describe(path: Path, entries: int) -> Package:
         bytes=path.stat().st_size,
         entries=entries,
     )
+
+
+# ---- bytecode --------------------------------------------------------------------------------------------
+
+# Where Lambda puts each zip: the function package at /var/task, a layer's python/ at /opt/python.
+FUNCTION_ROOT = "/var/task"
+LAYER_ROOT = "/opt"
+PYTHON_OVERRIDE_ENV = "SENTINEL_PYTHON313"  # a command that runs the pinned CPython, when it is elsewhere
+
+
+class BytecodeUnavailable(RuntimeError):
+    """No interpreter of the pinned version: the build refuses rather than ship packages without bytecode."""
+
+
+@dataclass(frozen=True)
+class BytecodePython:
+    command: tuple[str, ...]
+    version: str
+    found_by: str  # which rule found it, for the build's report
+
+
+def _probe(command: list[str]) -> str | None:
+    """The version `command` runs, or None when it does not run."""
+    try:
+        done = subprocess.run(
+            [*command, "-c", "import platform; print(platform.python_version())"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=_bytecode_env(),
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _bytecode_env() -> dict[str, str]:
+    # A fixed hash seed (set and frozenset constants are marshalled in hash order); pyenv's shim needs to be
+    # told which version to run; nothing else of the caller's environment reaches the compiler.
+    env = {"PYTHONHASHSEED": "0", "PYENV_VERSION": runtime.BYTECODE_PYTHON, "LC_ALL": "C.UTF-8"}
+    for name in ("PATH", "HOME", "PYENV_ROOT"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
+
+
+def bytecode_candidates() -> list[tuple[str, list[str]]]:
+    """(rule, command) in the order they are tried: an explicit command, pyenv's copy of the pinned version
+    (TOOLCHAIN.md: these machines carry one), then `python3.13` on the PATH (a user's machine)."""
+    candidates = []
+    if os.environ.get(PYTHON_OVERRIDE_ENV):
+        candidates.append((PYTHON_OVERRIDE_ENV, os.environ[PYTHON_OVERRIDE_ENV].split()))
+    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    candidates.append(("pyenv", [str(pyenv_root / "versions" / runtime.BYTECODE_PYTHON / "bin" / "python3")]))
+    on_path = shutil.which("python" + runtime.PYTHON_VERSION)
+    if on_path:
+        candidates.append(("PATH", [on_path]))
+    return candidates
+
+
+def find_bytecode_python() -> BytecodePython:
+    """The pinned CPython that compiles the packages' bytecode, or BytecodeUnavailable saying how to get
+    it."""
+    seen = []
+    for rule, command in bytecode_candidates():
+        version = _probe(command)
+        if version == runtime.BYTECODE_PYTHON:
+            return BytecodePython(tuple(command), version, rule)
+        seen.append(f"{rule}: {' '.join(command)} -> {version or 'does not run'}")
+    raise BytecodeUnavailable(
+        f"the packages ship CPython {runtime.BYTECODE_PYTHON} bytecode and no such interpreter was found "
+        f"(tried {'; '.join(seen) or 'nothing'}). Install it (`pyenv install {runtime.BYTECODE_PYTHON}`), or "
+        f"set {PYTHON_OVERRIDE_ENV} to a command that runs it (docs/deploy.md, TOOLCHAIN.md); "
+        "`python -m sentinel_infra.packaging build --no-bytecode` builds slower packages knowingly."
+    )
+
+
+def with_bytecode(
+    entries: list[tuple[str, Path]], load_root: str, python: BytecodePython, scratch: Path
+) -> list[tuple[str, Path]]:
+    """`entries` plus the `__pycache__/*.cpython-313.pyc` of each `.py` among them, compiled in a staging
+    copy whose path is replaced by `load_root` (where Lambda loads the zip from) in every code object."""
+    stage = scratch / "stage"
+    for name, path in entries:
+        target = stage / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    done = subprocess.run(
+        [
+            *python.command,
+            "-s",  # no user site: only the standard library compiles
+            "-m",
+            "compileall",
+            "-q",
+            "-f",
+            "-j",
+            "0",
+            "--invalidation-mode",
+            "unchecked-hash",
+            "-s",
+            str(stage),
+            "-p",
+            load_root,
+            str(stage),
+        ],
+        capture_output=True,
+        text=True,
+        env=_bytecode_env(),
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"compileall failed ({done.returncode}):\n{(done.stdout + done.stderr).strip()}")
+    compiled = [
+        (path.relative_to(stage).as_posix(), path)
+        for path in stage.rglob("*.pyc")
+        if path.parent.name == "__pycache__"
+    ]
+    missing = {name for name, _ in entries if name.endswith(".py")} - {
+        source_of(name) for name, _ in compiled
+    }
+    if missing:
+        raise RuntimeError(f"no bytecode was compiled for {sorted(missing)[:5]} ({len(missing)} in all)")
+    return [*entries, *compiled]
+
+
+def bytecode_name(source: str) -> str:
+    """The zip entry of a module's bytecode: `a/b.py` -> `a/__pycache__/b.cpython-313.pyc`."""
+    folder, _, file = source.rpartition("/")
+    compiled = f"__pycache__/{file.removesuffix('.py')}.{runtime.BYTECODE_CACHE_TAG}.pyc"
+    return f"{folder}/{compiled}" if folder else compiled
+
+
+def source_of(compiled: str) -> str:
+    """The inverse of `bytecode_name`."""
+    folder, _, file = compiled.rpartition("/")
+    parent = folder.removesuffix("__pycache__").rstrip("/")
+    module = file.removesuffix(f".{runtime.BYTECODE_CACHE_TAG}.pyc")
+    return f"{parent}/{module}.py" if parent else f"{module}.py"
 
 
 # ---- the deps layer --------------------------------------------------------------------------------------
@@ -282,27 +428,50 @@ def write_lock(lock: Path = DEPS_LOCK, pyproject: Path = REPO / "pyproject.toml"
 # ---- the build -------------------------------------------------------------------------------------------
 
 
-def build(out: Path = BUILD, cache: Path = CACHE, lock: Path = DEPS_LOCK) -> dict[str, Package]:
-    """Build the three zips into `out` and write `out/digests.json`."""
+def build(
+    out: Path = BUILD, cache: Path = CACHE, lock: Path = DEPS_LOCK, *, bytecode: bool = True
+) -> dict[str, Package]:
+    """Build the three zips into `out` and write `out/digests.json`. With `bytecode` (the default) the
+    pinned CPython must be found, or BytecodeUnavailable says how to get it."""
+    python = find_bytecode_python() if bytecode else None
     out.mkdir(parents=True, exist_ok=True)
-    packages = {
-        "functions": write_zip(
-            source_entries(REPO / "src" / "sentinel_service", "sentinel_service"), out / FUNCTIONS_ZIP
-        ),
-        "core_layer": write_zip(
-            source_entries(REPO / "src" / "sentinel_domain", "python/sentinel_domain"), out / CORE_LAYER_ZIP
-        ),
-    }
-    with tempfile.TemporaryDirectory(prefix="deps-site-", dir=out) as site:
-        packages["deps_layer"] = write_zip(
-            site_entries(install_deps(Path(site), lock, cache)), out / DEPS_LAYER_ZIP
-        )
+    with tempfile.TemporaryDirectory(prefix="packages-", dir=out) as scratch_dir:
+        scratch = Path(scratch_dir)
+
+        def package(entries: list[tuple[str, Path]], load_root: str, name: str) -> Package:
+            if python is not None:
+                entries = with_bytecode(entries, load_root, python, scratch / name)
+            return write_zip(entries, out / name)
+
+        site = install_deps(scratch / "deps-site", lock, cache)
+        packages = {
+            "functions": package(
+                source_entries(REPO / "src" / "sentinel_service", "sentinel_service"),
+                FUNCTION_ROOT,
+                FUNCTIONS_ZIP,
+            ),
+            "core_layer": package(
+                source_entries(REPO / "src" / "sentinel_domain", "python/sentinel_domain"),
+                LAYER_ROOT,
+                CORE_LAYER_ZIP,
+            ),
+            "deps_layer": package(site_entries(site), LAYER_ROOT, DEPS_LAYER_ZIP),
+        }
     manifest = {
         "packages": {key: asdict(package) for key, package in packages.items()},
         "runtime": {
             "python": runtime.PYTHON_VERSION,
             "architecture": runtime.LAMBDA_ARCHITECTURE,
             "pip_platform": runtime.PIP_PLATFORM,
+        },
+        # None: built with --no-bytecode (every cold start compiles from source)
+        "bytecode": None
+        if python is None
+        else {
+            "python": python.version,
+            "cache_tag": runtime.BYTECODE_CACHE_TAG,
+            "invalidation_mode": "unchecked-hash",
+            "load_roots": {"functions": FUNCTION_ROOT, "layers": LAYER_ROOT},
         },
         "deps_lock_sha256": lock_digest(lock),
         "zlib": zlib.ZLIB_RUNTIME_VERSION,
@@ -336,12 +505,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("command", choices=["build", "lock"])
     parser.add_argument("--out", type=Path, default=BUILD, help="where the zips and digests.json go")
+    parser.add_argument(
+        "--no-bytecode",
+        action="store_true",
+        help=f"ship no CPython {runtime.BYTECODE_PYTHON} bytecode (every cold start compiles from source)",
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     if args.command == "lock":
         print(f"wrote {write_lock()}")
         return 0
-    for key, package in build(args.out).items():
+    try:
+        packages = build(args.out, bytecode=not args.no_bytecode)
+    except BytecodeUnavailable as error:
+        print(f"build: {error}", file=sys.stderr)
+        return 2
+    for key, package in packages.items():
         print(f"{key:<11} {package.path:<28} {package.bytes:>10,} bytes  sha256 {package.sha256}")
     print(f"wrote {args.out / DIGESTS_FILE} in {time.monotonic() - started:.1f} s")
     return 0

@@ -11,3 +11,8 @@ LAMBDA_ARCHITECTURE = "arm64"  # Graviton: about 20% cheaper per GB-second than 
 # pip's names for the same target: manylinux2014 (glibc 2.17) wheels load on Amazon Linux 2023.
 PIP_PLATFORM = "manylinux2014_aarch64"
 PIP_IMPLEMENTATION = "cp"
+# The one CPython that compiles the packages' bytecode. A .pyc is valid for every 3.13.x (one magic number),
+# but marshal's output may differ between patch releases, and with it every package digest: one exact version
+# keeps the digests a function of the sources alone. pyenv's 3.13.0 is the one these machines carry.
+BYTECODE_PYTHON = "3.13.0"
+BYTECODE_CACHE_TAG = "cpython-" + PYTHON_VERSION.replace(".", "")

@@ -50,6 +50,7 @@ class SentinelStack(cdk.Stack):
         *,
         config: DeploymentConfig,
         packages: Mapping[str, Package],
+        live_versions: Mapping[str, str] | None = None,
         **kwargs: object,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -100,6 +101,7 @@ class SentinelStack(cdk.Stack):
                 log_retention=retention,
                 description=f"Sentinel {name} routes",
                 reserved_concurrency=config.plans_reserved_concurrency if name == PLANS_FUNCTION else None,
+                live_version=(live_versions or {}).get(name),
             )
             actions = STATE_PROBE_ACTIONS if name == "health" else STATE_WRITER_ACTIONS
             self.functions[name].grant(actions, [self.tables.state.table_arn])
@@ -117,6 +119,7 @@ class SentinelStack(cdk.Stack):
             },
             log_retention=retention,
             description="Sentinel token authorizer (reads principals, never writes)",
+            live_version=(live_versions or {}).get(names.AUTHORIZER_FUNCTION),
         )
         self.authorizer.grant(PRINCIPAL_READER_ACTIONS, [self.tables.principals.table_arn])
         self.authorizer.grant(["secretsmanager:GetSecretValue"], [self.token_key.secret_arn])
@@ -130,6 +133,17 @@ class SentinelStack(cdk.Stack):
             functions=self.functions,
             authorizer=self.authorizer,
             log_retention=retention,
+        )
+        # The same routes on the `next` aliases: where acceptance runs before the promote step moves `live`.
+        # Its own access log and metrics, so acceptance traffic never counts toward production's alarms.
+        self.next_api = Api(
+            self,
+            "NextApi",
+            config=config,
+            functions=self.functions,
+            authorizer=self.authorizer,
+            log_retention=retention,
+            alias=names.NEXT_ALIAS,
         )
         self.relay = OutboxRelay(
             self,
@@ -164,6 +178,8 @@ class SentinelStack(cdk.Stack):
                 },
                 log_retention=retention,
                 description=description,
+                # Behind the gate too: they run the same functions zip, so `live` moves only on promotion.
+                live_version=(live_versions or {}).get(name),
             )
             for name, description in (
                 (names.WITNESS_WRITER_FUNCTION, "Sentinel witness writer (checkpoints to the witness)"),
@@ -238,6 +254,7 @@ class SentinelStack(cdk.Stack):
             cdk.CfnOutput(self, key, value=value, description=description)
 
         output(names.OUTPUT_API_URL, self.api.url, "API base URL (without /v1): SENTINEL_URL for clients")
+        output(names.OUTPUT_NEXT_API_URL, self.next_api.url, "Acceptance API: the routes on the next aliases")
         output(names.OUTPUT_STATE_TABLE, self.tables.state.table_name, "SENTINEL_STATE_TABLE for the CLI")
         output(
             names.OUTPUT_PRINCIPALS_TABLE,

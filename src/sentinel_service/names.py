@@ -22,6 +22,7 @@ def stack_name(stage: str) -> str:
 
 # ---- CloudFormation outputs of the stack -------------------------------------------------------------------
 OUTPUT_API_URL = "ApiUrl"  # the API base without /v1, e.g. https://abc123.execute-api.eu-west-1.amazonaws.com
+OUTPUT_NEXT_API_URL = "NextApiUrl"  # the acceptance API: every route on the `next` aliases
 OUTPUT_STATE_TABLE = "StateTableName"
 OUTPUT_PRINCIPALS_TABLE = "PrincipalsTableName"
 OUTPUT_TOKEN_KEY_SECRET_ARN = "TokenKeySecretArn"
@@ -46,6 +47,12 @@ def function_output_key(function: str) -> str:
 # ---- functions ---------------------------------------------------------------------------------------------
 AUTHORIZER_FUNCTION = "authorizer"  # with routes.FUNCTIONS, the complete set of deployed functions
 LIVE_ALIAS = "live"  # API Gateway invokes this alias of a published version, never $LATEST
+# The version a deployment just published, served only by the acceptance API until a passing acceptance run
+# promotes it to `live` (docs/deploy.md, "Acceptance before traffic").
+NEXT_ALIAS = "next"
+# The alarm the live acceptance run sets to ALARM to see a notification arrive (`sentinel-<stage>-<this>`):
+# it watches a metric nothing emits, and the operator's e-mail subscription filters it out.
+CANARY_ALARM = "acceptance-canary"
 
 # Environment variables the deployment sets (sentinel_service.settings reads the SENTINEL_* ones).
 ENV_STATE_TABLE = "SENTINEL_STATE_TABLE"

@@ -119,6 +119,23 @@ def test_a_token_must_be_short_lived_when_its_expiry_is_known() -> None:
     assert any(p.startswith("reviewer") and "expired" in p for p in problems)
 
 
+def test_twelve_digits_inside_a_hex_digest_are_not_an_account_id() -> None:
+    # Given package digests that hold twelve digits in a row, at the start, the middle and the end
+    for digest in (
+        "123456789012" + "ab" * 26,
+        "ab" * 13 + "123456789012" + "cd" * 13,
+        "ef" * 26 + "123456789012",
+    ):
+        health = {"status": "ok", "runtime": "aws_lambda", "package_digest": digest}
+        # When the anonymous answer is searched for what it must not carry
+        found = leaks(health, json.dumps(health), [])
+        # Then the digest is no account id
+        assert found == [], digest
+    # And twelve digits standing alone, in an ARN-like path or a field value, still are
+    for text in ('{"note": "123456789012"}', '{"p": "iam::123456789012:role/x"}', '{"n": 123456789012}'):
+        assert "a 12-digit number (an account id)" in leaks(json.loads(text), text, []), text
+
+
 def test_health_may_carry_no_secret_token_or_account_id() -> None:
     clean = {
         "status": "ok",

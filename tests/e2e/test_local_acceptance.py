@@ -19,7 +19,7 @@ from sentinel_acceptance.report import attempts
 from sentinel_acceptance.target import read_build
 from support.tamper import build_with_functions, functions_asset, retarget, set_package_digest, zip_with
 
-NOT_EMULATED_HERE = {"route_integrations", "alarms", "budget"}
+NOT_EMULATED_HERE = {"route_integrations", "alarms", "alarm_delivery", "budget"}
 
 
 def report_of(path: Path) -> dict:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sentinel_infra import regions
 from sentinel_service import names
 from support.infra import ALL_FUNCTIONS, REPO, STACK, Synthesized
 
@@ -59,13 +60,30 @@ def test_the_default_settings_synthesize_cleanly(synthesized_defaults: Synthesiz
     )
 
 
-def test_cfn_lint_passes_on_the_synthesized_template(synthesized: Synthesized) -> None:
-    # Given the synthesized template
+def test_cfn_lint_passes_on_the_synthesized_template_in_every_region_it_accepts(
+    synthesized: Synthesized,
+) -> None:
+    # Given the synthesized template, and the regions its region guard accepts
     template = synthesized.outdir / f"{STACK}.template.json"
-    # When cfn-lint checks it (W3005, a dependency CDK states twice, is the one rule ignored)
-    done = subprocess.run([str(CFN_LINT), "-i", "W3005", "--", str(template)], capture_output=True, text=True)
+    accepted = regions.rule_regions(synthesized.template)
+    assert "us-east-1" in accepted and "eu-west-1" in accepted
+    # When cfn-lint checks it for each of them (W3005, a dependency CDK states twice, is the one rule ignored)
+    done = subprocess.run(
+        [str(CFN_LINT), "-i", "W3005", "--regions", *accepted, "--", str(template)],
+        capture_output=True,
+        text=True,
+    )
     # Then it finds nothing
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def production_api(synthesized: Synthesized) -> str:
+    (api_id,) = [
+        k
+        for k, r in synthesized.of_type("AWS::ApiGatewayV2::Api").items()
+        if not r["Properties"]["Name"].endswith(f"-{names.NEXT_ALIAS}")
+    ]
+    return api_id
 
 
 def test_the_outputs_are_the_stable_keys_of_the_names_module(synthesized: Synthesized) -> None:
@@ -78,7 +96,7 @@ def test_the_outputs_are_the_stable_keys_of_the_names_module(synthesized: Synthe
     assert names.function_output_key("gating") == "GatingFunctionName"
     # And the API URL is the API's endpoint (no stage path, no trailing slash: clients append /v1/...)
     assert outputs[names.OUTPUT_API_URL]["Value"] == {
-        "Fn::GetAtt": [next(iter(synthesized.of_type("AWS::ApiGatewayV2::Api"))), "ApiEndpoint"]
+        "Fn::GetAtt": [production_api(synthesized), "ApiEndpoint"]
     }
     assert names.stack_name("test") == STACK == "Sentinel-test"
 
@@ -132,5 +150,30 @@ def test_make_deploy_uses_the_pinned_cli_and_writes_outputs_where_the_names_modu
     assert f"CDK_CLI_VERSION := {pinned}" in verbs and "npx --yes aws-cdk@$(CDK_CLI_VERSION)" in verbs
     # And writes the stack outputs to the file the acceptance suite reads
     assert f"STACK_OUTPUTS := {names.STACK_OUTPUTS_FILE}" in verbs
-    # And `make synth` runs cfn-lint with only W3005 ignored
-    assert "cfn-lint -i W3005 -- cdk.out/*.template.json" in verbs
+    # And `make deploy` is build -> deploy with live left where it is -> accept next -> promote, in that order
+    deploy = verbs[verbs.index("deploy: build") :]
+    steps = [
+        "sentinel_acceptance live-versions",
+        '-c liveVersions="$$LIVE"',
+        'acceptance ACCEPTANCE_FLAGS="--alias next',
+        "live was not moved",
+        "sentinel_acceptance promote",
+    ]
+    positions = [deploy.index(step) for step in steps]
+    assert positions == sorted(positions)
+    # And `make acceptance` mints tokens of minutes before the run and voids them after it, whatever happens
+    acceptance = (REPO / "mk" / "acceptance.mk").read_text()
+    acceptance = acceptance[acceptance.index("\nacceptance: setup") :]
+    order = [
+        "sentinel_acceptance mint --ttl 15m",
+        "sentinel_acceptance run",
+        "|| status=$$?",
+        "retire",
+        "exit $$status",
+    ]
+    assert [acceptance.index(step) for step in order] == sorted(acceptance.index(step) for step in order)
+    # And `make synth` runs cfn-lint with only W3005 ignored, for the regions the template's guard accepts
+    assert (
+        "cfn-lint -i W3005 --regions $$($(BIN)/python -m sentinel_infra.regions cdk.out/*.template.json)"
+        in (verbs)
+    )

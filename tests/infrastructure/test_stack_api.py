@@ -14,48 +14,76 @@ from support.infra import Synthesized, as_list, functions_by_name, ref_name
 PUBLIC = {"GET /v1/health", "GET /v1/openapi.json"}
 
 
-def routes(synth: Synthesized) -> dict[str, dict[str, Any]]:
-    return {p["RouteKey"]: p for p in synth.properties("AWS::ApiGatewayV2::Route")}
+def api_ids(synth: Synthesized) -> dict[str, str]:
+    """{alias the API calls: its logical id}: the production API (`live`) and the acceptance API (`next`)."""
+    found = {}
+    for logical_id, api in synth.of_type("AWS::ApiGatewayV2::Api").items():
+        name = api["Properties"]["Name"]
+        found[names.NEXT_ALIAS if name.endswith(f"-{names.NEXT_ALIAS}") else names.LIVE_ALIAS] = logical_id
+    return found
 
 
-def stage(synth: Synthesized) -> dict[str, Any]:
-    (only,) = synth.properties("AWS::ApiGatewayV2::Stage")
+def of_api(synth: Synthesized, kind: str, alias: str) -> dict[str, dict[str, Any]]:
+    """{logical id: properties} of the resources of one kind that belong to one of the two APIs."""
+    api = api_ids(synth)[alias]
+    return {
+        k: r["Properties"]
+        for k, r in synth.of_type(kind).items()
+        if ref_name(r["Properties"]["ApiId"]) == api
+    }
+
+
+def routes(synth: Synthesized, alias: str = names.LIVE_ALIAS) -> dict[str, dict[str, Any]]:
+    return {p["RouteKey"]: p for p in of_api(synth, "AWS::ApiGatewayV2::Route", alias).values()}
+
+
+def stage(synth: Synthesized, alias: str = names.LIVE_ALIAS) -> dict[str, Any]:
+    (only,) = of_api(synth, "AWS::ApiGatewayV2::Stage", alias).values()
     return only
 
 
+def alias_targets(synth: Synthesized) -> dict[str, tuple[str, str]]:
+    """{alias logical id: (function name, alias name)}."""
+    function_of_logical_id = {logical_id: name for name, (logical_id, _) in functions_by_name(synth).items()}
+    return {
+        k: (function_of_logical_id[ref_name(v["Properties"]["FunctionName"])], v["Properties"]["Name"])
+        for k, v in synth.of_type("AWS::Lambda::Alias").items()
+    }
+
+
 def test_the_routes_are_exactly_the_route_table(synthesized: Synthesized) -> None:
-    # Given the route table and the synthesized routes, then they are the same set, with no catch-all
-    assert set(routes(synthesized)) == {f"{r.method} {r.path}" for r in ROUTES}
-    assert "$default" not in routes(synthesized)
-    assert len(synthesized.of_type("AWS::ApiGatewayV2::Api")) == 1
+    # Given the two APIs: production, and the acceptance API a deploy is checked through before promotion
+    assert set(api_ids(synthesized)) == {names.LIVE_ALIAS, names.NEXT_ALIAS}
+    assert len(synthesized.of_type("AWS::ApiGatewayV2::Api")) == 2
+    for alias in (names.LIVE_ALIAS, names.NEXT_ALIAS):
+        # Then each one's routes are the route table, with no catch-all
+        assert set(routes(synthesized, alias)) == {f"{r.method} {r.path}" for r in ROUTES}
+        assert "$default" not in routes(synthesized, alias)
 
 
-def test_each_route_reaches_the_alias_of_its_own_function(synthesized: Synthesized) -> None:
-    # Given the integrations and which alias each one invokes
-    aliases = {
-        k: ref_name(v["Properties"]["FunctionName"])
-        for k, v in synthesized.of_type("AWS::Lambda::Alias").items()
-    }
-    function_of_logical_id = {
-        logical_id: name for name, (logical_id, _) in functions_by_name(synthesized).items()
-    }
-    integrations = {}
-    for logical_id, integration in synthesized.of_type("AWS::ApiGatewayV2::Integration").items():
-        props = integration["Properties"]
-        assert (props["IntegrationType"], props["PayloadFormatVersion"]) == ("AWS_PROXY", "2.0")
-        integrations[logical_id] = function_of_logical_id[aliases[ref_name(props["IntegrationUri"])]]
-    by_key = routes(synthesized)
-    for route in ROUTES:
-        # When a route is looked up, then its target is the integration of the function the table names
-        target = by_key[f"{route.method} {route.path}"]["Target"]["Fn::Join"][1][1]
-        assert integrations[ref_name(target)] == route.function
+def test_each_route_reaches_its_own_function_production_on_live_and_acceptance_on_next(
+    synthesized: Synthesized,
+) -> None:
+    # Given the integrations of each API and which function alias each one invokes
+    aliases = alias_targets(synthesized)
+    for alias in (names.LIVE_ALIAS, names.NEXT_ALIAS):
+        integrations = {}
+        for logical_id, props in of_api(synthesized, "AWS::ApiGatewayV2::Integration", alias).items():
+            assert (props["IntegrationType"], props["PayloadFormatVersion"]) == ("AWS_PROXY", "2.0")
+            integrations[logical_id] = aliases[ref_name(props["IntegrationUri"])]
+        by_key = routes(synthesized, alias)
+        for route in ROUTES:
+            # When a route is looked up, then its target is the integration of the function the table names,
+            # through the alias its API serves: `live` for production, `next` for acceptance
+            target = by_key[f"{route.method} {route.path}"]["Target"]["Fn::Join"][1][1]
+            assert integrations[ref_name(target)] == (route.function, alias)
 
 
 def test_the_authorizer_guards_every_route_but_health_and_the_openapi_document(
     synthesized: Synthesized,
 ) -> None:
-    # Given the one authorizer and every route
-    (authorizer_id,) = synthesized.of_type("AWS::ApiGatewayV2::Authorizer")
+    # Given the production API's one authorizer and every route
+    (authorizer_id,) = of_api(synthesized, "AWS::ApiGatewayV2::Authorizer", names.LIVE_ALIAS)
     for key, route in routes(synthesized).items():
         if key in PUBLIC:
             # Then the two public routes take no token
@@ -71,8 +99,8 @@ def test_the_authorizer_guards_every_route_but_health_and_the_openapi_document(
 def test_the_authorizer_reads_the_authorization_header_with_simple_responses_cached_30_seconds(
     synthesized: Synthesized,
 ) -> None:
-    # Given the authorizer
-    (authorizer,) = synthesized.properties("AWS::ApiGatewayV2::Authorizer")
+    # Given the production API's authorizer
+    (authorizer,) = of_api(synthesized, "AWS::ApiGatewayV2::Authorizer", names.LIVE_ALIAS).values()
     # Then it is a payload 2.0 Lambda REQUEST authorizer on the Authorization header, with simple responses
     assert authorizer["AuthorizerType"] == "REQUEST"
     assert authorizer["AuthorizerPayloadFormatVersion"] == "2.0"
@@ -80,14 +108,17 @@ def test_the_authorizer_reads_the_authorization_header_with_simple_responses_cac
     assert authorizer["IdentitySource"] == ["$request.header.Authorization"]
     # And its answers are cached for at most 30 seconds: the documented revocation window
     assert authorizer["AuthorizerResultTtlInSeconds"] == 30
-    # And it calls the authorizer function's live alias
-    authorizer_alias = [
-        k
-        for k, v in synthesized.of_type("AWS::Lambda::Alias").items()
-        if ref_name(v["Properties"]["FunctionName"])
-        == functions_by_name(synthesized)[names.AUTHORIZER_FUNCTION][0]
-    ]
-    assert json.dumps(authorizer["AuthorizerUri"]).count(authorizer_alias[0]) == 1
+    # And it calls the authorizer function's live alias, and the acceptance API's the next alias
+    for alias in (names.LIVE_ALIAS, names.NEXT_ALIAS):
+        (uri,) = [
+            a["AuthorizerUri"] for a in of_api(synthesized, "AWS::ApiGatewayV2::Authorizer", alias).values()
+        ]
+        (alias_id,) = [
+            k
+            for k, target in alias_targets(synthesized).items()
+            if target == (names.AUTHORIZER_FUNCTION, alias)
+        ]
+        assert json.dumps(uri).count(alias_id) == 1
 
 
 def test_the_stage_and_every_route_are_throttled(synthesized: Synthesized) -> None:
@@ -143,16 +174,20 @@ def test_nothing_is_public_but_the_health_and_openapi_routes(synthesized: Synthe
         "AWS::CloudFront::Distribution",
         "AWS::Events::EventBusPolicy",
     }
-    # And only API Gateway of this API may invoke a function, on a named route or as the authorizer (the
-    # one exception: the verifier's schedule, tests/infrastructure/test_stack_integrity.py)
-    (api_id,) = synthesized.of_type("AWS::ApiGatewayV2::Api")
+    # And only API Gateway of this stack's two APIs may invoke a function, on a named route or as the
+    # authorizer; production only the `live` aliases, acceptance only the `next` ones (the one exception: the
+    # verifier's schedule, tests/infrastructure/test_stack_integrity.py)
+    aliases = alias_targets(synthesized)
     (rule_id,) = synthesized.of_type("AWS::Events::Rule")
     for permission in synthesized.properties("AWS::Lambda::Permission"):
         if permission["Principal"] == "events.amazonaws.com":
             assert ref_name(permission["SourceArn"]) == rule_id
             continue
         assert permission["Principal"] == "apigateway.amazonaws.com"
-        assert api_id in json.dumps(permission["SourceArn"])
+        (api_alias,) = [
+            a for a, api in api_ids(synthesized).items() if api in json.dumps(permission["SourceArn"])
+        ]
+        assert aliases[ref_name(permission["FunctionName"])][1] == api_alias
     # And no resource policy allows anyone at all
     for kind in (
         "AWS::SQS::QueuePolicy",

@@ -192,9 +192,14 @@ def test_no_data_action_has_a_wildcard_action_or_resource(synthesized: Synthesiz
             actions = as_list(statement["Action"])
             # Then no action is a wildcard
             assert not [a for a in actions if "*" in a.split(":")[1] or a == "*"], statement
-            # And only X-Ray, which has no resource-level permissions, is granted on "*"
+            # And only X-Ray and DynamoDB's ListStreams, which have no resource-level permissions, are granted
+            # on "*"
             if "*" in as_list(statement["Resource"]):
-                assert set(actions) <= {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}, statement
+                assert set(actions) <= {
+                    "xray:PutTraceSegments",
+                    "xray:PutTelemetryRecords",
+                    "dynamodb:ListStreams",
+                }, statement
 
 
 def test_the_plans_function_may_call_only_the_configured_bedrock_model(synthesized: Synthesized) -> None:

@@ -1,6 +1,7 @@
 """Alarms (every function, the API, the authorizer, the tables, the relay, decisions), the topic they go to,
 the dashboard, and the cost budget."""
 
+import fnmatch
 import json
 from typing import Any
 
@@ -10,9 +11,11 @@ from sentinel_infra.config import DeploymentConfig
 from sentinel_infra.constructs.service_function import timeout_seconds
 from sentinel_service import names
 from sentinel_service.adapters import decision_metrics
+from sentinel_service.http.routes import ROUTES
 from support.infra import (
     ALARM_EMAIL,
     ALL_FUNCTIONS,
+    CONTEXT,
     Synthesized,
     as_list,
     functions_by_name,
@@ -64,7 +67,8 @@ def test_every_alarm_notifies_the_alarm_topic(synthesized: Synthesized) -> None:
     # Given the one topic, then every alarm sends to it
     (topic_id,) = synthesized.of_type("AWS::SNS::Topic")
     found = alarms(synthesized)
-    assert len(found) == 4 * len(ALL_FUNCTIONS) + 9 + 2  # + the tamper and forged-checkpoint alarms
+    # + the tamper and forged-checkpoint alarms, + the acceptance canary
+    assert len(found) == 4 * len(ALL_FUNCTIONS) + 9 + 2 + 1
     for name, props in found.items():
         assert [ref_name(a) for a in props["AlarmActions"]] == [topic_id], name
         assert props["AlarmDescription"], name
@@ -72,7 +76,12 @@ def test_every_alarm_notifies_the_alarm_topic(synthesized: Synthesized) -> None:
 
 def test_api_alarms_on_5xx_and_on_the_4xx_rate(synthesized: Synthesized) -> None:
     # Given the API alarms
-    (api_id,) = synthesized.of_type("AWS::ApiGatewayV2::Api")
+    # (the production API's: the acceptance API's traffic never counts toward an alarm)
+    (api_id,) = [
+        k
+        for k, r in synthesized.of_type("AWS::ApiGatewayV2::Api").items()
+        if r["Properties"]["Name"] == "sentinel-test"
+    ]
     server = alarm(synthesized, "api-5xx")
     # Then 5xx answers page
     assert (server["Namespace"], server["MetricName"], server["Statistic"]) == (
@@ -138,6 +147,15 @@ def test_the_relay_dead_letter_queue_and_hold_errors_page_on_the_first_one(synth
     # Given the dead-letter alarm: any message waiting means a side effect or checkpoint was not relayed
     dead = alarm(synthesized, "relay-dead-letters")
     assert (dead["MetricName"], dead["Threshold"]) == ("ApproximateNumberOfMessagesVisible", 1)
+    # And its runbook matches what the queue holds: a stream source's dead letter is the batch's metadata,
+    # never the record, and the stream keeps records for 24 hours, so replays start from the state table
+    runbook = dead["AlarmDescription"]
+    assert (
+        "not the record" in runbook
+        and "24 hours" in runbook
+        and "state table is the source of truth" in runbook
+    )
+    assert "replay it from the queue" not in runbook.lower() and len(runbook) <= 1024
     # Given the decisions alarm: a hold the gate caused itself (the store failed, or a chain was tampered)
     held = alarm(synthesized, "decisions-hold-error")
     assert (held["Namespace"], held["MetricName"], held["Threshold"]) == ("Sentinel", "Decisions", 1)
@@ -226,10 +244,107 @@ def test_the_budget_warns_on_actual_80_and_100_percent_and_forecast_100_percent(
             (s["SubscriptionType"], ref_name(s["Address"]) or s["Address"]) for s in notice["Subscribers"]
         }
         assert subscribers == {("SNS", topic_id), ("EMAIL", ALARM_EMAIL)}
-    # And Budgets may publish to the topic (for this account only)
+    # And its name carries the region (budget names are unique per account, not per region)
+    assert data["BudgetName"] == {
+        "Fn::Join": ["", [f"sentinel-{CONTEXT['stage']}-", {"Ref": "AWS::Region"}, "-monthly"]]
+    }
+
+
+def _publish_grants(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
     (policy,) = synthesized.properties("AWS::SNS::TopicPolicy")
     allowed = [s for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
-    assert [(s["Principal"], s["Action"]) for s in allowed] == [
-        ({"Service": "budgets.amazonaws.com"}, "sns:Publish")
-    ]
-    assert "aws:SourceAccount" in allowed[0]["Condition"]["StringEquals"]
+    return {s["Principal"]["Service"]: s for s in allowed if s["Action"] == "sns:Publish"}
+
+
+def test_cloudwatch_and_budgets_may_publish_to_the_alarm_topic_for_this_account_and_stack_only(
+    synthesized: Synthesized,
+) -> None:
+    # Given the alarm topic's policy (it replaces SNS's default one: whoever it leaves out cannot publish)
+    grants = _publish_grants(synthesized)
+    (topic_id,) = synthesized.of_type("AWS::SNS::Topic")
+    # Then exactly CloudWatch and AWS Budgets may publish, to this topic
+    assert set(grants) == {"cloudwatch.amazonaws.com", "budgets.amazonaws.com"}
+    for grant in grants.values():
+        assert ref_name(grant["Resource"]) == topic_id
+        # And each only on behalf of this account
+        assert grant["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    # And CloudWatch only for this stack's alarms, in this region: every alarm's name matches the pattern
+    pattern = _joined(grants["cloudwatch.amazonaws.com"]["Condition"]["ArnLike"]["aws:SourceArn"])
+    arn = "arn:{AWS::Partition}:cloudwatch:{AWS::Region}:{AWS::AccountId}:alarm:"
+    assert pattern == f"{arn}sentinel-{CONTEXT['stage']}-*"
+    names = [a["AlarmName"] for a in synthesized.properties("AWS::CloudWatch::Alarm")]
+    assert names and all(fnmatch.fnmatchcase(n, pattern.rsplit(":", 1)[1]) for n in names)
+    # And AWS Budgets for this account's budgets (a budget's ARN has no region)
+    assert _joined(grants["budgets.amazonaws.com"]["Condition"]["ArnLike"]["aws:SourceArn"]) == (
+        "arn:{AWS::Partition}:budgets::{AWS::AccountId}:*"
+    )
+
+
+def test_the_alarm_key_admits_the_same_publishers_under_the_same_conditions(synthesized: Synthesized) -> None:
+    # Given the alarm topic's KMS key (SNS encrypts with it on the publisher's behalf)
+    grants = _publish_grants(synthesized)
+    (topic,) = synthesized.properties("AWS::SNS::Topic")
+    key = synthesized.resources[ref_name(topic["KmsMasterKeyId"])]["Properties"]
+    services = {
+        s["Principal"]["Service"]: s
+        for s in key["KeyPolicy"]["Statement"]
+        if isinstance(s["Principal"], dict) and "Service" in s["Principal"]
+    }
+    # Then each publisher of the topic may use the key, scoped exactly as on the topic
+    for service, grant in grants.items():
+        assert sorted(services[service]["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey*"]
+        assert services[service]["Condition"] == grant["Condition"]
+
+
+def _joined(value: Any) -> str:
+    """A Fn::Join of strings and pseudo-parameter Refs, as text with `{AWS::Region}` placeholders."""
+    if isinstance(value, str):
+        return value
+    separator, parts = value["Fn::Join"]
+    return separator.join(p if isinstance(p, str) else "{" + p["Ref"] + "}" for p in parts)
+
+
+def test_the_acceptance_runs_refusals_count_toward_no_alarm(synthesized: Synthesized) -> None:
+    # Given what one acceptance run sends that is refused: every stateful route without a token and with a
+    # token never issued (service.auth_refusals), as many as would trip the denial alarm in two runs
+    refused = 2 * sum(1 for route in ROUTES if not route.public)
+    assert 2 * refused > DeploymentConfig().authorizer_denials_threshold
+    # And the two APIs: production, which the alarms are about, and acceptance, where `make deploy` runs the
+    # gate
+    apis = {r["Properties"]["Name"]: k for k, r in synthesized.of_type("AWS::ApiGatewayV2::Api").items()}
+    production, acceptance = apis["sentinel-test"], apis[f"sentinel-test-{names.NEXT_ALIAS}"]
+    # Then every alarm on API Gateway's metrics counts the production API only
+    for name, props in alarms(synthesized).items():
+        dimensions = [
+            d
+            for m in props.get("Metrics", [props])
+            for d in m.get("MetricStat", {}).get("Metric", m).get("Dimensions", [])
+        ]
+        api_ids = [ref_name(d["Value"]) for d in dimensions if d["Name"] == "ApiId"]
+        assert acceptance not in api_ids, name
+        if "api-" in name:
+            assert api_ids and set(api_ids) == {production}, name
+    # And the denials are counted from the production API's access log, never from the acceptance API's
+    (denials,) = synthesized.properties("AWS::Logs::MetricFilter")
+    stages = {ref_name(p["ApiId"]): p for p in synthesized.properties("AWS::ApiGatewayV2::Stage")}
+    logs_of = {api: json.dumps(stage["AccessLogSettings"]["DestinationArn"]) for api, stage in stages.items()}
+    assert ref_name(denials["LogGroupName"]) in logs_of[production]
+    assert ref_name(denials["LogGroupName"]) not in logs_of[acceptance]
+
+
+def test_the_acceptance_canary_notifies_the_topic_but_pages_nobody(synthesized: Synthesized) -> None:
+    # Given the canary alarm the live acceptance run sets to prove delivery (sentinel_acceptance/canary.py)
+    canary = alarm(synthesized, names.CANARY_ALARM)
+    (topic_id,) = synthesized.of_type("AWS::SNS::Topic")
+    # Then it notifies the alarm topic, like every alarm, and watches a metric nothing emits
+    assert [ref_name(a) for a in canary["AlarmActions"]] == [topic_id]
+    assert (canary["Namespace"], canary["MetricName"]) == ("Sentinel/Acceptance", "Canary")
+    assert canary["TreatMissingData"] == "notBreaching"
+    # And its name is within the topic policy's pattern for this stack's alarms
+    grants = _publish_grants(synthesized)
+    pattern = _joined(grants["cloudwatch.amazonaws.com"]["Condition"]["ArnLike"]["aws:SourceArn"])
+    assert fnmatch.fnmatchcase(canary["AlarmName"], pattern.rsplit(":", 1)[1])
+    # And the operator's e-mail receives every alarm but the canary: a deploy pages nobody
+    (subscription,) = synthesized.properties("AWS::SNS::Subscription")
+    assert subscription["FilterPolicyScope"] == "MessageBody"
+    assert subscription["FilterPolicy"] == {"AlarmName": [{"anything-but": [canary["AlarmName"]]}]}

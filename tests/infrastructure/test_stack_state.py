@@ -196,7 +196,10 @@ def test_the_relay_role_reads_only_the_stream_and_writes_only_the_bus_and_its_de
         "events:PutEvents",
         "sqs:SendMessage",
     }
-    assert all("StreamArn" in by_action[a] for a in by_action if a.startswith("dynamodb:"))
+    readers = ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator")
+    assert all("StreamArn" in by_action[a] for a in readers)
+    # And ListStreams on "*", the only resource IAM authorises it on (a stream ARN there would grant nothing)
+    assert by_action["dynamodb:ListStreams"] == '"*"'
 
 
 def test_an_archive_keeps_every_relayed_event(synthesized: Synthesized) -> None:

@@ -10,11 +10,13 @@ from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigatewayv2 as apigw
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from sentinel_infra.config import DeploymentConfig
 from sentinel_infra.constructs.service_function import ServiceFunction
+from sentinel_service import names
 from sentinel_service.http.routes import ROUTES, Route
 
 AUTHORIZATION_HEADER = "$request.header.Authorization"
@@ -65,12 +67,20 @@ class Api(Construct):
         functions: Mapping[str, ServiceFunction],
         authorizer: ServiceFunction,
         log_retention: logs.RetentionDays,
+        alias: str = names.LIVE_ALIAS,
     ) -> None:
         super().__init__(scope, construct_id)
+        # The production API calls the `live` aliases; the acceptance API, the same routes on `next`.
+        self.alias_name = alias
+        suffix = "" if alias == names.LIVE_ALIAS else f"-{alias}"
+
+        def aliased(fn: ServiceFunction) -> lambda_.Alias:
+            return fn.alias if alias == names.LIVE_ALIAS else fn.next_alias
+
         self.http_api = apigw.HttpApi(
             self,
             "HttpApi",
-            api_name=f"sentinel-{config.stage}",
+            api_name=f"sentinel-{config.stage}{suffix}",
             create_default_stage=False,
             description="Sentinel: a fail-closed readiness gate for changes made by coding agents",
         )
@@ -91,14 +101,14 @@ class Api(Construct):
         # header for at most authorizerCacheSeconds (30), which is how long a revoked token may still pass.
         self.authorizer = authorizers.HttpLambdaAuthorizer(
             "TokenAuthorizer",
-            authorizer.alias,
-            authorizer_name=f"sentinel-{config.stage}-token",
+            aliased(authorizer),
+            authorizer_name=f"sentinel-{config.stage}{suffix}-token",
             identity_source=[AUTHORIZATION_HEADER],
             response_types=[authorizers.HttpLambdaResponseType.SIMPLE],
             results_cache_ttl=Duration.seconds(config.authorizer_cache_seconds),
         )
         self.integrations = {
-            name: integrations.HttpLambdaIntegration(f"{name}-integration", fn.alias)
+            name: integrations.HttpLambdaIntegration(f"{name}-integration", aliased(fn))
             for name, fn in functions.items()
         }
         self.routes: dict[str, apigw.HttpRoute] = {}

@@ -1,5 +1,6 @@
 """A monthly cost budget that warns on actual spend (80%, 100%) and on forecast spend (100%)."""
 
+import aws_cdk as cdk
 from aws_cdk import aws_budgets as budgets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -30,7 +31,9 @@ class CostBudget(Construct):
             self,
             "Monthly",
             budget=budgets.CfnBudget.BudgetDataProperty(
-                budget_name=f"sentinel-{stage}-monthly",
+                # Budget names are unique per account, not per region: the same stage deployed in a second
+                # region must not collide with the first.
+                budget_name=f"sentinel-{stage}-{cdk.Aws.REGION}-monthly",
                 budget_type="COST",
                 time_unit="MONTHLY",
                 budget_limit=budgets.CfnBudget.SpendProperty(amount=monthly_limit_usd, unit="USD"),

@@ -76,6 +76,7 @@ class Monitoring(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.prefix = f"sentinel-{config.stage}"
+        self.canary_name = f"{self.prefix}-{names.CANARY_ALARM}"
         self.thresholds = Thresholds(config.invocation_spike_threshold, config.authorizer_denials_threshold)
         self.topic = self._topic(config)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
@@ -110,8 +111,12 @@ class Monitoring(Construct):
             "relay-dead-letters",
             dead_letters.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
             1,
-            "A stream record could not be relayed to the bus after every retry: a side effect or a "
-            "checkpoint is waiting in the dead-letter queue. Replay it, then purge it.",
+            # What a pipe's dead letter from a stream source holds: the batch's metadata (stream, shard,
+            # sequence numbers), never the record, which the stream drops after 24 hours.
+            "A stream record could not be relayed to the bus after every retry. The dead letter names the "
+            "shard and sequence numbers only, not the record (the stream keeps records 24 hours): the state "
+            "table is the source of truth. Find the item (an outbox item still pending, or the chain's "
+            "HEAD), put its event on the bus again (consumers dedupe by id), then delete the dead letter.",
         )
         self.decisions = {outcome: self._decisions_metric(outcome) for outcome in names.DECISION_OUTCOMES}
         self._alarm(
@@ -141,6 +146,17 @@ class Monitoring(Construct):
             "wrote the state table. The witness writer dropped it; its log names the partition and seq.",
         )
         self.dashboard = self._dashboard(functions, api, tables, dead_letters)
+        # Never fires on its own (nothing emits its metric): the live acceptance run sets its state to see a
+        # notification reach a subscription of its own, end to end (sentinel_acceptance/canary.py).
+        self._alarm(
+            names.CANARY_ALARM,
+            cloudwatch.Metric(
+                namespace="Sentinel/Acceptance", metric_name="Canary", statistic="Maximum", period=PERIOD
+            ),
+            1,
+            "Not an incident: the acceptance run sets this alarm's state to prove that alarm notifications "
+            "reach the topic's subscribers. Nothing emits its metric; the operator's e-mail filters it out.",
+        )
 
     # ---- the topic -------------------------------------------------------------------------------------
 
@@ -156,14 +172,33 @@ class Monitoring(Construct):
             removal_policy=cdk.RemovalPolicy.DESTROY,
             description="Sentinel alarm topic encryption (CloudWatch and Budgets may use it)",
         )
-        account = cdk.Stack.of(self).account
-        for service in ("cloudwatch.amazonaws.com", "budgets.amazonaws.com"):
+        stack = cdk.Stack.of(self)
+        account = stack.account
+        # Who may publish, each only on behalf of this account (the confused-deputy guard): CloudWatch for
+        # this stack's own alarms (all named `<prefix>-...`), AWS Budgets for this account's budgets.
+        # The topic's policy replaces SNS's default one, so a service left out here is silently dropped.
+        publishers = {
+            "cloudwatch.amazonaws.com": stack.format_arn(
+                service="cloudwatch",
+                resource="alarm",
+                resource_name=f"{self.prefix}-*",
+                arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+            ),
+            "budgets.amazonaws.com": stack.format_arn(
+                service="budgets", region="", resource="*", arn_format=cdk.ArnFormat.NO_RESOURCE_NAME
+            ),
+        }
+
+        def scoped(source_arn: str) -> dict[str, dict[str, str]]:
+            return {"StringEquals": {"aws:SourceAccount": account}, "ArnLike": {"aws:SourceArn": source_arn}}
+
+        for service, source_arn in publishers.items():
             key.add_to_resource_policy(
                 iam.PolicyStatement(
                     principals=[iam.ServicePrincipal(service)],
                     actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                     resources=["*"],
-                    conditions={"StringEquals": {"aws:SourceAccount": account}},
+                    conditions=scoped(source_arn),
                 )
             )
         topic = sns.Topic(
@@ -173,16 +208,28 @@ class Monitoring(Construct):
             master_key=key,
             enforce_ssl=True,
         )
-        topic.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[iam.ServicePrincipal("budgets.amazonaws.com")],
-                actions=["sns:Publish"],
-                resources=[topic.topic_arn],
-                conditions={"StringEquals": {"aws:SourceAccount": account}},
+        for service, source_arn in publishers.items():
+            topic.add_to_resource_policy(
+                iam.PolicyStatement(
+                    principals=[iam.ServicePrincipal(service)],
+                    actions=["sns:Publish"],
+                    resources=[topic.topic_arn],
+                    conditions=scoped(source_arn),
+                )
             )
-        )
         if config.alarm_email:
-            topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
+            # Every alarm but the acceptance canary: a deploy proves delivery without paging anyone. (The
+            # budget e-mails the operator directly too: its SNS notices are not JSON and so do not pass here.)
+            topic.add_subscription(
+                subscriptions.EmailSubscription(
+                    config.alarm_email,
+                    filter_policy_with_message_body={
+                        "AlarmName": sns.FilterOrPolicy.filter(
+                            sns.SubscriptionFilter.string_filter(denylist=[self.canary_name])
+                        )
+                    },
+                )
+            )
         else:
             cdk.Annotations.of(self).add_warning_v2(
                 "sentinel:no-alarm-email",

@@ -59,6 +59,7 @@ class ServiceFunction(Construct):
         log_retention: logs.RetentionDays,
         description: str,
         reserved_concurrency: int | None = None,
+        live_version: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.name = name
@@ -97,11 +98,21 @@ class ServiceFunction(Construct):
             description=description,
         )
         self.log_group.grant_write(self.role)
-        # A new version is published whenever code, layers or configuration change; the API only ever calls
-        # this alias, so what answers is exactly what was deployed and a rollback is a pointer move.
-        self.alias = lambda_.Alias(
-            self, "Live", alias_name=names.LIVE_ALIAS, version=self.function.current_version
+        # A new version is published whenever code, layers or configuration change. `next` always names it:
+        # the acceptance API calls it. `live`, which the production API calls, stays on the version it
+        # served (`live_version`, read from Lambda by `make deploy`) until the promote step moves it after a
+        # passing acceptance run; only a stack's first deployment, with nothing serving yet, starts it on the
+        # new version. So a deploy never gives production traffic to an unaccepted version, and a rollback
+        # is a pointer move.
+        self.next_alias = lambda_.Alias(
+            self, "Next", alias_name=names.NEXT_ALIAS, version=self.function.current_version
         )
+        live: lambda_.IVersion = self.function.current_version
+        if live_version:
+            live = lambda_.Version.from_version_attributes(
+                self, "LiveVersion", lambda_=self.function, version=live_version
+            )
+        self.alias = lambda_.Alias(self, "Live", alias_name=names.LIVE_ALIAS, version=live)
         cdk.Validations.of(self.role).acknowledge(
             cdk.Acknowledgment(
                 id="AwsSolutions-IAM5[Resource::*]",
