@@ -8,6 +8,7 @@ import json
 import sys
 
 from sentinel_domain.errors import Refusal, StoreUnavailable
+from sentinel_domain.integrity import ChainKeyUnavailable
 from sentinel_domain.models import PROJECT_ID
 from sentinel_service.adapters.principals import DirectoryUnavailable, PrincipalRefused
 from sentinel_service.adapters.token_key import TokenKeyUnavailable
@@ -161,7 +162,13 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.run(args))
     except Refusal as refusal:
         return fail(refusal.code, refusal.detail)
-    except (DataDirUnavailable, StoreUnavailable, TokenKeyUnavailable, DirectoryUnavailable) as error:
+    except (
+        DataDirUnavailable,
+        StoreUnavailable,
+        TokenKeyUnavailable,
+        ChainKeyUnavailable,
+        DirectoryUnavailable,
+    ) as error:
         return fail("STATE_UNAVAILABLE", str(error) or type(error).__name__, "fix the store, then run again")
 
 

@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutErr
 from sentinel_domain.audit import AuditChain
 from sentinel_domain.decision import Decision
 from sentinel_domain.errors import Refusal
-from sentinel_domain.memory import FixedClock, MemoryStore, SequentialIds
+from sentinel_domain.memory import FixedClock, MemoryStore, MemoryWitness, SequentialIds
 from sentinel_domain.models import (
     CandidateRequest,
     ChangeContextRequest,
@@ -33,7 +33,7 @@ from sentinel_domain.usecases import LEASE_SECONDS, Gate
 from sentinel_service.adapters.dynamodb_store import DynamoStateStore
 from sentinel_service.adapters.tables import state_table_definition
 from sentinel_service.http.problems import refusal_headers, refusal_status
-from support.world import BASE, CI, PROJECT, REQUESTER, REV, REVIEWER, World
+from support.world import BASE, CI, PROJECT, REQUESTER, REV, REVIEWER, SEAL, World
 
 FILES = ["services/payments/api.py", "docs/guide.md"]
 WRITES = frozenset({"transact_write_items", "put_item", "delete_item", "update_item"})
@@ -460,7 +460,25 @@ class DynamoWorld:
             self.clock, self.ids = FixedClock(frozen.now), SequentialIds()
             self.ids.counter = frozen.ids
             self.flow = copy.deepcopy(frozen.flow)
-        self.gate = Gate(self.store, self.clock, self.ids)
+        # AWS's way with the witness: only release paths read it, and checkpoints reach it through the
+        # outbox (`deliver_checkpoints`, standing in for the witness writer).
+        self.witness = MemoryWitness(SEAL)
+        self.gate = Gate(
+            self.store,
+            self.clock,
+            self.ids,
+            witness=self.witness,
+            seal=SEAL,
+            reads_witness=False,
+            appends_witness=False,
+        )
+
+    def deliver_checkpoints(self) -> int:
+        """What the witness writer does in AWS: every pending checkpoint outbox item to the witness, after
+        its tag verifies (forged ones are recorded as tampering instead)."""
+        from sentinel_runner.relay import EventLog, OutboxRelay
+
+        return OutboxRelay(self.store, EventLog(), witness=self.witness).run_once()
 
     def freeze(self) -> Frozen:
         return Frozen(

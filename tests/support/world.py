@@ -3,7 +3,8 @@ actors."""
 
 from datetime import UTC, datetime
 
-from sentinel_domain.memory import FixedClock, MemoryStore, SequentialIds
+from sentinel_domain.integrity import ChainSeal
+from sentinel_domain.memory import FixedClock, MemoryStore, MemoryWitness, SequentialIds
 from sentinel_domain.models import Actor, CandidateRequest, Policy, ProjectConfig
 from sentinel_service.adapters.proposers import NoModel
 from sentinel_service.compose import compose
@@ -13,6 +14,8 @@ START = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 REV = "a" * 40
 BASE = "b" * 40
 PROJECT = "demo"
+# The tests' chain key: every world's chains are sealed under it, as the composition root seals them.
+SEAL = ChainSeal(b"sentinel-tests-chain-key-0123456789abcdef")
 
 UNIT_POLICY = {
     "check_type": "unit",
@@ -75,8 +78,16 @@ class World:
         self.clock = FixedClock(START)
         self.ids = SequentialIds()
         # The composition root over the fakes: the gate the tests drive is the one the handlers serve.
+        # The local runner's way with the witness: every read compares with it, every write appends to it.
+        self.witness = MemoryWitness(SEAL)
         self.services = compose(
-            Settings.from_env(), store=self.store, clock=self.clock, ids=self.ids, proposer=NoModel()
+            Settings.from_env({}),
+            store=self.store,
+            clock=self.clock,
+            ids=self.ids,
+            proposer=NoModel(),
+            seal=SEAL,
+            witness=self.witness,
         )
         self.gate = self.services.gate
         self.gate.create_project(PROJECT)
