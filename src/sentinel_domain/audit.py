@@ -167,27 +167,42 @@ class AuditChain:
         extra = sorted(set(facts) - set(range(1, length + 1)))
         if extra:
             return Verification(False, length, last_hash, extra[0], "a fact exists without its audit event")
-        if head is None and length:
-            # Every accepted write moves the head in the same transaction: events without one were not
-            # written that way (a head deleted, or a page of it lost), so nothing vouches for where they end.
-            return Verification(False, length, last_hash, length, "the chain has events but no head")
-        if head is not None:
-            head_seq = head.get("seq")
-            if type(head_seq) is not int or head_seq < 1 or head_seq != length or head.get("hash") != last_hash:
-                return Verification(
-                    False,
-                    length,
-                    last_hash,
-                    min(length + 1, head_seq if type(head_seq) is int and head_seq >= 1 else 1),
-                    "the chain head does not match the last event: the tail was cut or rewritten",
-                )
-            if seal is not None and not seal.head_verifies(project, candidate_id, head, events[-1]["at"]):
-                return Verification(
-                    False, length, last_hash, length, "the head's authentication does not verify"
-                )
+        head_failure = _against_head(project, candidate_id, events, last_hash, head, seal)
+        if head_failure is not None:
+            return head_failure
         if checkpoint is not None:
             return _against_checkpoint(project, candidate_id, events, last_hash, checkpoint, seal)
         return Verification(True, length, last_hash, None, None)
+
+
+def _against_head(
+    project: str,
+    candidate_id: str | None,
+    events: list[dict[str, Any]],
+    last_hash: str | None,
+    head: dict[str, Any] | None,
+    seal: Seal | None,
+) -> Verification | None:
+    """The head must name the last event (and, sealed, carry its checkpoint's tag); None when it does."""
+    length = len(events)
+    if head is None:
+        if not length:
+            return None
+        # Every accepted write moves the head in the same transaction: events without one were not
+        # written that way (a head deleted, or a page of it lost), so nothing vouches for where they end.
+        return Verification(False, length, last_hash, length, "the chain has events but no head")
+    head_seq = head.get("seq")
+    if type(head_seq) is not int or head_seq < 1 or head_seq != length or head.get("hash") != last_hash:
+        return Verification(
+            False,
+            length,
+            last_hash,
+            min(length + 1, head_seq if type(head_seq) is int and head_seq >= 1 else 1),
+            "the chain head does not match the last event: the tail was cut or rewritten",
+        )
+    if seal is not None and not seal.head_verifies(project, candidate_id, head, events[-1]["at"]):
+        return Verification(False, length, last_hash, length, "the head's authentication does not verify")
+    return None
 
 
 def _against_checkpoint(
@@ -198,8 +213,8 @@ def _against_checkpoint(
     checkpoint: dict[str, Any],
     seal: Seal | None,
 ) -> Verification:
-    """The chain must reach the checkpoint (a witness ahead of the table is a cut tail, or a rollback) and hold
-    the checkpoint's hash at its seq. A checkpoint that does not verify, or names another chain, is
+    """The chain must reach the checkpoint (a witness ahead of the table is a cut tail, or a rollback) and
+    hold the checkpoint's hash at its seq. A checkpoint that does not verify, or names another chain, is
     tampering with the witness's input, never a pass."""
     length = len(events)
     cp_seq = checkpoint.get("seq")

@@ -51,7 +51,9 @@ class ChainSeal:
     def __post_init__(self) -> None:
         if not isinstance(self.key, bytes) or len(self.key) < MIN_CHAIN_KEY_BYTES:
             raise ChainKeyUnavailable(f"the chain key is shorter than {MIN_CHAIN_KEY_BYTES} bytes")
-        block = (hashlib.sha256(self.key).digest() if len(self.key) > _BLOCK else self.key).ljust(_BLOCK, b"\0")
+        block = (hashlib.sha256(self.key).digest() if len(self.key) > _BLOCK else self.key).ljust(
+            _BLOCK, b"\0"
+        )
         inner = hashlib.sha256(bytes(b ^ 0x36 for b in block) + _EVENT_PREFIX)
         object.__setattr__(self, "_inner", inner)
         object.__setattr__(self, "_outer", hashlib.sha256(bytes(b ^ 0x5C for b in block)))
@@ -76,10 +78,10 @@ class ChainSeal:
         return {**body, "mac": self.tag("checkpoint", body)}
 
     def event_mac(self, hash_: str) -> str:
-        """The tag an event carries beside its hash (`mac`): `tag("event", {"hash": hash_})`. It proves the gate
-        wrote the event, so a chain re-forged from the middle (every later hash recomputed) is named at its
-        first forged event. An event's hash already covers its chain, seq and content, so the tag need cover
-        only the hash."""
+        """The tag an event carries beside its hash (`mac`): `tag("event", {"hash": hash_})`. It proves the
+        gate wrote the event, so a chain re-forged from the middle (every later hash recomputed) is named at
+        its first forged event. An event's hash already covers its chain, seq and content, so the tag need
+        cover only the hash."""
         if type(hash_) is not str or not _HEX64.fullmatch(hash_):
             return self.tag("event", {"hash": hash_})  # any other value: the general form, never verifying
         inner = self._inner.copy()
@@ -100,7 +102,13 @@ class ChainSeal:
         seq = head.get("seq")
         if type(seq) is not int or seq < 1:
             return False
-        body = {"project": project, "candidate_id": candidate_id, "seq": seq, "hash": head.get("hash"), "at": at}
+        body = {
+            "project": project,
+            "candidate_id": candidate_id,
+            "seq": seq,
+            "hash": head.get("hash"),
+            "at": at,
+        }
         return self.verify("checkpoint", body, head.get("mac"))
 
     def checkpoint_verifies(self, checkpoint: Any) -> bool:
@@ -236,8 +244,10 @@ class WitnessBook:
         return dict(mark) if mark is not None else None
 
     def chains(self) -> list[StreamRef]:
-        return [StreamRef(project, candidate_id) for project, candidate_id in sorted(
-            self._checkpoints, key=lambda c: (c[0], c[1] or ""))]
+        return [
+            StreamRef(project, candidate_id)
+            for project, candidate_id in sorted(self._checkpoints, key=lambda c: (c[0], c[1] or ""))
+        ]
 
     def checkpoints(self, ref: StreamRef) -> list[dict[str, Any]]:
         held = self._checkpoints.get((ref.project, ref.candidate_id), {})

@@ -84,8 +84,10 @@ def connect(
     if settings.runtime == "local":
         data = open_data_dir(default_data_dir(env))
         key_file = Path(settings.chain_key_file or data.chain_key).expanduser()
-        create_witness_file(data.witness)
-        seal, witness = local_integrity(key_file, data.witness, new=not key_file.exists())
+        # One witness per state table: two tables' chains of the same name are not one chain.
+        witness_file = data.path / f"witness-{settings.state_table}.jsonl"
+        create_witness_file(witness_file)
+        seal, witness = local_integrity(key_file, witness_file, new=not key_file.exists())
         integrity.update(seal=seal, witness=witness)
     return compose(
         settings,

@@ -17,6 +17,7 @@ from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutErr
 from sentinel_domain.audit import AuditChain
 from sentinel_domain.decision import Decision
 from sentinel_domain.errors import Refusal
+from sentinel_domain.integrity import checkpoint_from_outbox
 from sentinel_domain.memory import FixedClock, MemoryStore, MemoryWitness, SequentialIds
 from sentinel_domain.models import (
     CandidateRequest,
@@ -616,7 +617,9 @@ def audit_table(world: DynamoWorld, *, allow_in_progress: bool = False) -> Audit
         if head is not None:
             project, _, candidate = pk[2:].partition("#C#")
             stream = streams[StreamRef(project, candidate or None)]
-            verdict = AuditChain.verify(project, candidate or None, stream.events, stream.facts, stream.head)
+            verdict = AuditChain.verify(
+                project, candidate or None, stream.events, stream.facts, stream.head, seal=SEAL
+            )
             assert verdict.valid, f"{pk}: {verdict}"
             chains[pk] = length
             facts[pk] = [json.loads(stream.facts[s]) for s in sorted(stream.facts)]
@@ -626,6 +629,10 @@ def audit_table(world: DynamoWorld, *, allow_in_progress: bool = False) -> Audit
                 entry = json.loads(_s(item, "item"))
                 seq = _n(item, "seq")
                 assert head is not None and 1 <= seq <= length, f"{pk}: an outbox item without its event"
+                checkpoint = checkpoint_from_outbox(entry)
+                if checkpoint is not None:  # the head's checkpoint, written with it: never a side effect
+                    assert SEAL.checkpoint_verifies(checkpoint), f"{pk}: a checkpoint the gate did not write"
+                    continue
                 outbox.append(entry)
             elif sk.startswith("I#"):
                 if _s(item, "status") == "in_progress":

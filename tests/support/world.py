@@ -2,6 +2,7 @@
 actors."""
 
 from datetime import UTC, datetime
+from typing import Any
 
 from sentinel_domain.integrity import ChainSeal
 from sentinel_domain.memory import FixedClock, MemoryStore, MemoryWitness, SequentialIds
@@ -53,6 +54,12 @@ CONFIG = {
     "approval_ttl_seconds": 86400,
     "settlement_required": False,
 }
+
+
+def sealed() -> dict[str, Any]:
+    """The composition root's seal and witness for a test's services: the tests' key and a fresh witness in
+    memory (compose refuses every write without a chain key, and every local read without a witness)."""
+    return {"seal": SEAL, "witness": MemoryWitness(SEAL)}
 
 
 def actor(id_: str, kind: str, *roles: str, sponsor: str | None = None) -> Actor:

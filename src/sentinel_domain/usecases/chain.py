@@ -363,7 +363,8 @@ class Chain:
             except Exception:  # the conflict itself is refused below either way
                 pass
             raise unavailable(
-                f"the audit chain forks from the witness at seq {checkpoint['seq']}: an operator must restore it"
+                f"the audit chain forks from the witness at seq {checkpoint['seq']}: "
+                "an operator must restore it"
             ) from None
         except Exception:  # the relay delivers it from the outbox (at least once)
             pass

@@ -16,7 +16,6 @@ from ..times import format_time, parse_time
 from .chain import Chain, CommitRequest, need, unavailable
 from .project_reads import ProjectCache, project_for_decision
 
-
 # A read finding that means the chains could not be vouched for: a decision is never recorded on them.
 UNVERIFIED = frozenset({"STATE_TAMPERED", "STATE_UNAVAILABLE"})
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from .. import audit as chains
 from ..decision import Decision
+from ..integrity import ChainSeal, SealSource
 from ..models import (
     Actor,
     CandidateRequest,
@@ -41,7 +42,6 @@ from ..outcomes import (
     ReviewRecorded,
     TaskSettled,
 )
-from ..integrity import ChainSeal, SealSource
 from ..ports import Clock, Ids, Proposer, StateStore, Stream, StreamRef, Witness
 from . import actions, audit, candidates, decisions, evidence, plans, projects, reviews
 from .chain import Chain

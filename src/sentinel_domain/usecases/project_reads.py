@@ -162,7 +162,9 @@ def project_for_decision(
     try:
         check = chain.verify(stream)
     except StoreUnavailable as error:
-        findings.append(finding("STATE_UNAVAILABLE", f"the project's audit chain cannot be verified: {error}"))
+        findings.append(
+            finding("STATE_UNAVAILABLE", f"the project's audit chain cannot be verified: {error}")
+        )
     else:
         if not check.valid:
             findings.append(

@@ -141,7 +141,11 @@ class FileWitness:
                 book.keep(chain, kept)
         elif isinstance(record.get("tampered"), dict):
             mark = record["tampered"]
-            project, candidate_id, finding = mark.get("project"), mark.get("candidate_id"), mark.get("finding")
+            project, candidate_id, finding = (
+                mark.get("project"),
+                mark.get("candidate_id"),
+                mark.get("finding"),
+            )
             if isinstance(project, str) and (candidate_id is None or isinstance(candidate_id, str)):
                 book.keep_mark(StreamRef(project, candidate_id), finding if isinstance(finding, dict) else {})
 
