@@ -80,13 +80,13 @@ OUTSIDER = actor("eve", "human")
 class World:
     """A project with two policies and a config, ready for candidates."""
 
-    def __init__(self, config: dict | None = None, store=None) -> None:
+    def __init__(self, config: dict | None = None, store=None, witness=None) -> None:
         self.store = store if store is not None else MemoryStore()
         self.clock = FixedClock(START)
         self.ids = SequentialIds()
         # The composition root over the fakes: the gate the tests drive is the one the handlers serve.
         # The local runner's way with the witness: every read compares with it, every write appends to it.
-        self.witness = MemoryWitness(SEAL)
+        self.witness = witness if witness is not None else MemoryWitness(SEAL)
         self.services = compose(
             Settings.from_env({}),
             store=self.store,

@@ -27,9 +27,9 @@ def execute(
     ref = StreamRef(project, candidate_id)
 
     def run(idem: IdempotencyRecord | None) -> ActionExecuted:
-        pstream, pstate = chain.project(project, release=True)
+        pstream, pstate = chain.project(project)
         config = chain.config(pstate)
-        stream, state = chain.candidate(project, candidate_id, release=True)
+        stream, state = chain.candidate(project, candidate_id)
         now = chain.now()
         digest_ = state.plan_digest
         if state.plan is None or digest_ is None or request.plan_digest != digest_:

@@ -135,8 +135,11 @@ class Chain:
       the checkpoint of the head it creates; every verification checks them. A key that cannot be read
       refuses every write and holds every decision with STATE_UNAVAILABLE. None is the unsealed core: only
       the core's own tests of the rules build one; the composition root always gives a seal.
-    - `witness`: the checkpoints the table cannot feed. `reads_witness` (the local runner): every read of a
-      chain compares it with the witness's newest checkpoint; otherwise (AWS) only release paths do.
+    - `witness`: the checkpoints the table cannot feed. Every write, and every release path (recording a
+      decision, executing an action), compares its chains with the witness's newest checkpoints before it
+      appends, wherever the gate runs. `reads_witness` (the local runner): every read does too; otherwise
+      (AWS) advisory reads (a decision read, the audit route) check the hash chain and the head's
+      authentication only, and the scheduled verifier compares them with the witness.
       `appends_witness` (the local runner): each checkpoint goes to the witness as soon as its write is
       committed, before the answer, so a rollback is seen by the very next read; otherwise the outbox
       carries it (in AWS, to the witness writer)."""
@@ -223,8 +226,10 @@ class Chain:
         except StoreUnavailable as error:
             raise unavailable("the state store could not be read; retry shortly") from error
 
-    def project(self, project: str, *, release: bool = False) -> tuple[Stream, ProjectState]:
-        stream = self.load(StreamRef(project), release=release)
+    def project(self, project: str) -> tuple[Stream, ProjectState]:
+        """The project's chain, verified against the witness wherever the gate runs: every route that appends
+        reads its chains this way (an advisory read in AWS uses `load`, which skips the witness there)."""
+        stream = self.load(StreamRef(project), release=True)
         if stream is None or not stream.facts:
             raise Refusal("NOT_FOUND", "no such project")
         if not stream.complete:
@@ -238,9 +243,10 @@ class Chain:
             raise unavailable("a stored fact of the project cannot be read; nothing was changed") from error
 
     def candidate(
-        self, project: str, candidate_id: str, as_of: str | None = None, *, release: bool = False
+        self, project: str, candidate_id: str, as_of: str | None = None
     ) -> tuple[Stream, CandidateState]:
-        stream = self.load(StreamRef(project, candidate_id), release=release)
+        """The candidate's chain, verified against the witness wherever the gate runs (see `project`)."""
+        stream = self.load(StreamRef(project, candidate_id), release=True)
         if stream is None or not stream.facts:
             raise Refusal("NOT_FOUND", "no such candidate")
         if not stream.complete:
