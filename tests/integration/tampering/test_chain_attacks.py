@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from sentinel_domain.audit import event_hash, fact_digest
+from sentinel_domain.audit import AuditChain, event_hash, fact_digest
 from sentinel_domain.canonical import canonical_text
 from sentinel_domain.integrity import checkpoint_from_outbox, verify_against_witness
 from sentinel_domain.models import CandidateRequest, Policy, SettlementRequest
@@ -200,6 +200,14 @@ def assert_caught(scene: Scene, first_bad: int) -> None:
         assert SEAL.checkpoint_verifies(checkpoint) and checkpoint["hash"] in scene.genuine, checkpoint
 
 
+def alone_verifies(scene: Scene) -> bool:
+    """The chain checked on its own (links, facts, every tag under the chain key), without the witness."""
+    stream = scene.store.load(scene.ref)
+    return AuditChain.verify(
+        PROJECT, scene.ref.candidate_id, stream.events, stream.facts, stream.head, seal=SEAL
+    ).valid
+
+
 def genuine_head(scene: Scene, seq: int) -> dict[str, Any]:
     """The head the gate wrote at `seq`, as the tamperer can rebuild it from the checkpoint items the store
     still holds (their `mac` is the head's): an earlier genuine head, not a forgery."""
@@ -220,6 +228,7 @@ def test_the_newest_event_deleted_and_head_rolled_back(scene: Scene) -> None:
     scene.rows.delete(scene.ref, length)
     scene.rows.set_head(scene.ref, genuine_head(scene, length - 1))
     # Then the chain alone verifies (a genuine earlier state), but the witness names the cut
+    assert alone_verifies(scene)
     assert_caught(scene, length)
 
 
@@ -342,7 +351,7 @@ def test_a_partition_restored_from_an_earlier_snapshot(scene: Scene, tmp_path: P
 
         earlier.append(head_item(f"P#{PROJECT}#C#{ref.candidate_id}", genuine_head(scene, 6)))
     scene.rows.restore(ref, earlier)
-    assert scene.rows.events(ref) == snapshot_at
+    assert scene.rows.events(ref) == snapshot_at and alone_verifies(scene)
     # Then the witness names the first write the snapshot lost
     assert_caught(scene, 7)
 
