@@ -14,6 +14,7 @@ from sentinel_service.adapters.principals import DirectoryUnavailable, Principal
 from sentinel_service.adapters.token_key import TokenKeyUnavailable
 from sentinel_service.adapters.tokens import parse_duration
 
+from .audit_cli import add_audit_commands
 from .data_dir import DataDirUnavailable
 from .output import fail
 from .serve import cmd_serve
@@ -153,6 +154,8 @@ def parser() -> argparse.ArgumentParser:
         "the report and its digest do not depend on it",
     )
     evaluate.set_defaults(run=cmd_eval)
+
+    add_audit_commands(sub)
     return p
 
 
