@@ -38,7 +38,13 @@ from .data_dir import DataDirUnavailable
 from .stores import add_store_options, services_for
 
 EXIT_VALID, EXIT_TAMPERED, EXIT_ERROR = 0, 1, 2
-FAULTS = (StoreUnavailable, ChainKeyUnavailable, TokenKeyUnavailable, DataDirUnavailable, DirectoryUnavailable)
+FAULTS = (
+    StoreUnavailable,
+    ChainKeyUnavailable,
+    TokenKeyUnavailable,
+    DataDirUnavailable,
+    DirectoryUnavailable,
+)
 
 
 def _error(message: str) -> int:
@@ -162,7 +168,9 @@ def verify_export(source: Path, key_file: str | None) -> int:
             from sentinel_service.adapters.chain_key import read_key_file
 
             seal = ChainSeal(read_key_file(key_file))
-        chains = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((source / "chains").glob("*.json"))]
+        chains = [
+            json.loads(p.read_text(encoding="utf-8")) for p in sorted((source / "chains").glob("*.json"))
+        ]
         checkpoints = _jsonl(source / "checkpoints.jsonl")
         marks = _jsonl(source / "tampered.jsonl")
     except (OSError, ValueError, ChainKeyUnavailable) as error:
@@ -183,12 +191,18 @@ def verify_export(source: Path, key_file: str | None) -> int:
         seen.add(key)
         facts = {int(seq): text for seq, text in chain.get("facts", {}).items()}
         found = AuditChain.verify(
-            ref.project, ref.candidate_id, chain["events"], facts, chain.get("head"), newest.get(key), seal=seal
+            ref.project,
+            ref.candidate_id,
+            chain["events"],
+            facts,
+            chain.get("head"),
+            newest.get(key),
+            seal=seal,
         )
         if found.valid and key in found_marks:
             found = marked_tampered(found, found_marks[key])
         lines.append(_line(ref, found, authenticated=seal is not None))
-    for key, checkpoint in sorted(newest.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+    for key in sorted(newest, key=lambda k: (k[0], k[1] or "")):
         if key not in seen:  # the witness knows a chain the export does not hold: it was lost
             ref = StreamRef(key[0], key[1])
             lost = Verification(False, 0, None, 1, "the witness holds a checkpoint of a chain the store lost")

@@ -88,10 +88,9 @@ def test_a_failing_report_deleted_with_head_rolled_back_is_tampering_not_ready(t
     assert "STATE_TAMPERED" in {f["code"] for f in decision["findings"]}
     assert recorded.body["decision"] == "hold" and recorded.body["recorded"] is False
     # And the operator's check names the first missing seq, exit 1
+    command = ["audit", "verify", "--project", "demo", "--candidate", cid, "--data", str(tmp_path)]
     audit = subprocess.run(
-        [sys.executable, "-m", "sentinel_runner.cli", "audit", "verify", "--project", "demo", "--candidate", cid,
-         "--data", str(tmp_path)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [sys.executable, "-m", "sentinel_runner.cli", *command], capture_output=True, text=True, timeout=60
+    )
     assert audit.returncode == 1, audit.stderr
     assert json.loads(audit.stdout)["first_bad_seq"] == seq
