@@ -29,6 +29,7 @@ class Stream:
     witnessed: bool = False
     checkpoint: dict[str, Any] | None = None
     tamper_mark: dict[str, Any] | None = None
+    witness_fault: str | None = None  # why the witness could not be read: nothing is vouched for then
 
     @property
     def seq(self) -> int:

@@ -176,27 +176,36 @@ class Chain:
 
     def read(self, ref: StreamRef, *, release: bool = False) -> Stream | None:
         """One chain as the store holds it, with what the witness holds for it read first (where the witness
-        is read: every read locally, release paths everywhere). Raises StoreUnavailable."""
-        checkpoint = mark = None
+        is read: every read locally, writes and release paths everywhere). Raises StoreUnavailable when the
+        store cannot be read; a witness that cannot be read is noted on the stream (`witness_fault`), so
+        that verification fails closed (a decision holds with STATE_UNAVAILABLE, a write is refused)."""
+        checkpoint = mark = fault = None
         witnessed = self.witness is not None and (release or self.reads_witness)
         if witnessed:
             assert self.witness is not None
             try:
                 mark = self.witness.tampered(ref)
                 checkpoint = self.witness.newest(ref)
-            except StoreUnavailable:
-                raise
+            except StoreUnavailable as error:
+                fault = f"the witness cannot be read: {error}"
             except Exception as error:  # any witness that cannot answer is a store fault, never a pass
-                raise StoreUnavailable(f"the witness cannot be read: {type(error).__name__}") from None
+                fault = f"the witness cannot be read: {type(error).__name__}"
         stream = self.store.load(ref)
+        if stream is None and (checkpoint, mark, fault) != (None, None, None):
+            # Nothing stored, but the witness knows the chain (or cannot say): a lost partition, never a
+            # chain free to be created again.
+            stream = Stream(ref, [], {}, None)
         if stream is not None and witnessed:
             stream.witnessed, stream.checkpoint, stream.tamper_mark = True, checkpoint, mark
+            stream.witness_fault = fault
         return stream
 
     def verify(self, stream: Stream) -> audit.Verification:
         """The whole chain, its facts and head, their authentication under the chain key, and (where the
         witness was read with the chain) its newest checkpoint and tamper finding. Raises StoreUnavailable
         when the chain key cannot be read: nothing is vouched for without it."""
+        if stream.witness_fault is not None:
+            raise StoreUnavailable(stream.witness_fault)
         try:
             seal = self.sealer()
         except ChainKeyUnavailable as error:
