@@ -174,7 +174,8 @@ def assert_writes_refused(scene: Scene) -> None:
     assert scene.rows.events(scene.ref) == before
 
 
-def assert_caught(scene: Scene, first_bad: int) -> None:
+def assert_caught(scene: Scene, first_bad: int, *, alone: bool = True) -> None:
+    """`alone`: the chain shows it without the witness, so in AWS the advisory decision read holds too."""
     ref, gate = scene.ref, scene.gate
     # Then verification against the witness names the first bad seq: locally on every read (the audit route),
     # in AWS on release paths and in the scheduled verifier (`verify_against_witness`)
@@ -184,9 +185,11 @@ def assert_caught(scene: Scene, first_bad: int) -> None:
         found = verify_against_witness(scene.store, scene.witness, ref, SEAL)
     assert found.valid is False and found.first_bad_seq == first_bad, found
     # And the decision holds with STATE_TAMPERED: read (locally), and on recording, which appends nothing
-    if scene.local:
-        read = gate.evaluate(PROJECT, ref.candidate_id, REQUESTER)
+    read = gate.evaluate(PROJECT, ref.candidate_id, REQUESTER)
+    if scene.local or alone:
         assert read.decision == "hold" and "STATE_TAMPERED" in {f.code for f in read.findings}, read.findings
+    else:  # AWS: an advisory read does not read the witness; the scheduled verifier's window (another branch)
+        assert "STATE_TAMPERED" not in {f.code for f in read.findings}
     length = scene.length()
     recorded = gate.record_decision(PROJECT, ref.candidate_id, REQUESTER, None)
     assert isinstance(recorded, DecisionNotRecorded), recorded
@@ -229,7 +232,7 @@ def test_the_newest_event_deleted_and_head_rolled_back(scene: Scene) -> None:
     scene.rows.set_head(scene.ref, genuine_head(scene, length - 1))
     # Then the chain alone verifies (a genuine earlier state), but the witness names the cut
     assert alone_verifies(scene)
-    assert_caught(scene, length)
+    assert_caught(scene, length, alone=False)
 
 
 def test_events_deleted_from_the_middle(scene: Scene) -> None:
@@ -353,7 +356,7 @@ def test_a_partition_restored_from_an_earlier_snapshot(scene: Scene, tmp_path: P
     scene.rows.restore(ref, earlier)
     assert scene.rows.events(ref) == snapshot_at and alone_verifies(scene)
     # Then the witness names the first write the snapshot lost
-    assert_caught(scene, 7)
+    assert_caught(scene, 7, alone=False)
 
 
 def _seq_of(table: str, row: tuple[Any, ...]) -> int:
@@ -386,7 +389,7 @@ def test_a_forged_checkpoint_written_into_the_outbox(scene: Scene) -> None:
     # Then it never reaches the witness; the chain is recorded as tampered at the seq it named
     assert all(c["seq"] <= length for c in scene.witnessed() if c["candidate_id"] == ref.candidate_id)
     assert scene.witness.tampered(ref) is not None
-    assert_caught(scene, length + 1)
+    assert_caught(scene, length + 1, alone=False)
 
 
 def test_relay_lag_is_not_tampering_and_a_witness_ahead_of_the_table_is(scene: Scene) -> None:
@@ -401,4 +404,4 @@ def test_relay_lag_is_not_tampering_and_a_witness_ahead_of_the_table_is(scene: S
     length = scene.length()
     scene.rows.delete(scene.ref, length)
     scene.rows.set_head(scene.ref, genuine_head(scene, length - 1))
-    assert_caught(scene, length)
+    assert_caught(scene, length, alone=False)
