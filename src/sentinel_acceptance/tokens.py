@@ -159,12 +159,10 @@ def operator_runtime(
         env["SENTINEL_TOKEN_KEY_FILE"] = token_key_file
     else:
         env["SENTINEL_TOKEN_KEY_SECRET_ARN"] = outputs.get(names.OUTPUT_TOKEN_KEY_SECRET_ARN) or ""
-    # The project chain's events are authenticated under the chain key: the emulation's file, or the stack's
-    # secret (an output of the stacks that keep one).
+    # The project chain's events are authenticated under the chain key: the emulation's file here. (A live
+    # run needs the stack's chain key secret, which the stack that keeps one outputs: not yet wired.)
     if chain_key_file:
         env["SENTINEL_CHAIN_KEY_FILE"] = chain_key_file
-    elif outputs.get(names.OUTPUT_CHAIN_KEY_SECRET_ARN):
-        env["SENTINEL_CHAIN_KEY_SECRET_ARN"] = outputs.get(names.OUTPUT_CHAIN_KEY_SECRET_ARN) or ""
     if not env["SENTINEL_STATE_TABLE"] or not env["SENTINEL_PRINCIPALS_TABLE"]:
         raise TokensUnavailable("the stack's outputs name no state or principals table")
     settings = Settings.from_env(env)

@@ -25,7 +25,6 @@ OUTPUT_API_URL = "ApiUrl"  # the API base without /v1, e.g. https://abc123.execu
 OUTPUT_STATE_TABLE = "StateTableName"
 OUTPUT_PRINCIPALS_TABLE = "PrincipalsTableName"
 OUTPUT_TOKEN_KEY_SECRET_ARN = "TokenKeySecretArn"
-OUTPUT_CHAIN_KEY_SECRET_ARN = "ChainKeySecretArn"  # the audit chains' key (issue 13)
 OUTPUT_EVENT_BUS = "EventBusName"
 OUTPUT_EVENT_ARCHIVE = "EventArchiveName"
 OUTPUT_RELAY_DLQ_URL = "RelayDeadLetterQueueUrl"
