@@ -98,6 +98,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server = make_server(LocalGateway(lambda: services, throttle=throttle), args.host, args.port)
         host, port = server.server_address[:2]
         banner: dict[str, Any] = {"url": f"http://{host}:{port}", **about, "event_log": str(log.path or "")}
+        witness_path = getattr(services.witness, "path", None)
+        if witness_path is not None:
+            banner["witness"] = str(witness_path)
         if seed is not None:
             banner["seed"] = seed
         # The handlers go in before the first line: whoever reads it may stop the server at once.
