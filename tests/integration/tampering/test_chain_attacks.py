@@ -11,7 +11,9 @@ chain is refused with STATE_UNAVAILABLE and appends nothing, and nothing reaches
 did not authenticate. Budget: 20 flows, about 10 s."""
 
 import json
+import sqlite3
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -405,3 +407,52 @@ def test_relay_lag_is_not_tampering_and_a_witness_ahead_of_the_table_is(scene: S
     scene.rows.delete(scene.ref, length)
     scene.rows.set_head(scene.ref, genuine_head(scene, length - 1))
     assert_caught(scene, length, alone=False)
+
+
+# ---- malformed rows ----------------------------------------------------------------------------------------
+
+MALFORMED = {
+    "an event that is not JSON": ("UPDATE events SET event = '{not json' WHERE chain = ? AND seq = 3", 3),
+    "an event that is a list": ("UPDATE events SET event = '[1, 2]' WHERE chain = ? AND seq = 3", 3),
+    "a tag that is a number": (
+        "UPDATE events SET event = json_set(event, '$.mac', 7) WHERE chain = ? AND seq = 3",
+        3,
+    ),
+    "a head that is not JSON": ("UPDATE chain_heads SET head = 'x' WHERE chain = ?", None),
+    "a head whose seq is text": (
+        "UPDATE chain_heads SET head = json_set(head, '$.seq', 'eleven') WHERE chain = ?",
+        None,
+    ),
+    "a head whose tag is an object": (
+        "UPDATE chain_heads SET head = json_set(head, '$.mac', json('{}')) WHERE chain = ?",
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_a_malformed_row_holds_with_state_tampered_and_refuses_writes_never_a_500(
+    case: str, tmp_path: Path
+) -> None:
+    # Given a ready candidate on the embedded store, one of its rows then edited into something malformed
+    store = SqliteStateStore(SqliteDatabase(tmp_path / "state.db"))
+    create_witness_file(tmp_path / "witness.jsonl")
+    world = World(store=store, witness=FileWitness(tmp_path / "witness.jsonl", SEAL))
+    flow = Flow()
+    for step in Flow.STEPS[:DECIDED]:
+        assert flow.run(world.gate, step).accepted, step
+    sql, first_bad = MALFORMED[case]
+    with closing(sqlite3.connect(tmp_path / "state.db", isolation_level=None)) as db:
+        db.execute(sql, (f"P#{PROJECT}#C#{flow.candidate_id}",))
+    # When the decision is read and recorded, and a write attempted
+    read = outcome(lambda: world.gate.decision(PROJECT, flow.candidate_id, REQUESTER, None))
+    recorded = outcome(lambda: world.gate.record_decision(PROJECT, flow.candidate_id, REQUESTER, None))
+    written = FreshKeys(world.gate)
+    again = flow.run(written, "evidence 1")  # type: ignore[arg-type]
+    # Then each is an answer, never an unhandled error: holds with STATE_TAMPERED, and a 503 refusal
+    assert read.status == 200 and "STATE_TAMPERED" in {f["code"] for f in read.body["findings"]}, read
+    assert recorded.status == 200 and recorded.body["recorded"] is False, recorded
+    assert (again.status, again.code) == (503, "STATE_UNAVAILABLE"), again
+    if first_bad is not None:
+        audit = world.gate.audit(StreamRef(PROJECT, flow.candidate_id), AUDITOR, 500, None).verification
+        assert audit.first_bad_seq == first_bad, audit
