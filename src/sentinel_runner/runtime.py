@@ -124,7 +124,7 @@ def open_embedded(data: DataDir, *, environ: Mapping[str, str] | None = None) ->
     env.setdefault("SENTINEL_CHAIN_KEY_FILE", str(data.chain_key))
     seal, witness = local_integrity(Path(env["SENTINEL_CHAIN_KEY_FILE"]).expanduser(), data.witness, new=new)
     database = SqliteDatabase(data.database)
-    return compose(
+    services = compose(
         Settings.from_env(env),
         store=SqliteStateStore(database),
         directory=SqlitePrincipalDirectory(database),
@@ -134,6 +134,11 @@ def open_embedded(data: DataDir, *, environ: Mapping[str, str] | None = None) ->
         environ=env,
         create_token_key=True,
     )
+    if new:
+        # The token key is made with the store, as the chain key is: a first command that needs no token
+        # (`projects create`) must not leave a store whose key the next command takes for lost.
+        services.token_key()
+    return services
 
 
 def open_stack(stage: str, region: str, *, environ: Mapping[str, str] | None = None) -> Services:
