@@ -269,3 +269,39 @@ def test_without_a_witness_or_a_key_the_aws_gate_refuses_every_write() -> None:
         services.gate.create_project(PROJECT)
     assert refused.value.code == "STATE_UNAVAILABLE"
     assert services.store.snapshot()[0] == []
+
+
+# ---- the local runner's data directory ---------------------------------------------------------------------
+
+
+def test_a_store_whose_chain_key_or_witness_is_gone_is_refused_never_reopened_blank(tmp_path: Path) -> None:
+    from sentinel_runner.data_dir import open_data_dir
+    from sentinel_runner.runtime import open_embedded
+
+    # Given a store made by the local runner (its chain key and witness made with it)
+    data = open_data_dir(tmp_path / "data")
+    open_embedded(data, environ={}).gate.create_project(PROJECT)
+    assert (data.chain_key.stat().st_mode & 0o777, data.witness.exists()) == (0o600, True)
+    # When its witness is gone, then its chain key
+    data.witness.rename(tmp_path / "witness.moved")
+    with pytest.raises(StoreUnavailable, match="witness"):
+        open_embedded(data, environ={})
+    data.chain_key.unlink()
+    # Then the store is refused each time: a new key or an empty witness would vouch for anything
+    with pytest.raises(ChainKeyUnavailable, match="missing"):
+        open_embedded(data, environ={})
+
+
+def test_a_chain_the_witness_knows_is_never_created_again() -> None:
+    from sentinel_domain.errors import Refusal
+    from support.world import World
+
+    # Given a project whose whole partition was deleted from the store, its checkpoints in the witness
+    world = World()
+    del world.store.streams[StreamRef(PROJECT)]
+    # When the operator creates it again
+    with pytest.raises(Refusal) as refused:
+        world.gate.create_project(PROJECT)
+    # Then it is refused: the witness names the lost chain
+    assert refused.value.code == "STATE_UNAVAILABLE" and "seq 1" in refused.value.detail
+    assert StreamRef(PROJECT) not in world.store.streams
