@@ -70,7 +70,9 @@ def run(quick: bool) -> dict[str, Any]:
         verifiers = {"product": partial(AuditChain.verify, seal=seal), "baseline": AuditChainBaseline.verify}
         inputs = {"product": (tagged, tagged_head, checkpoint), "baseline": (events, head, checkpoint)}
 
-        def check(name: str, fact_texts: dict[int, str]) -> Any:
+        def check(
+            name: str, fact_texts: dict[int, str], inputs: Any = inputs, verifiers: Any = verifiers
+        ) -> Any:
             chain, chain_head, cp = inputs[name]
             return verifiers[name]("bench", "cand_audit", chain, fact_texts, chain_head, cp)
 
@@ -127,10 +129,10 @@ def run(quick: bool) -> dict[str, Any]:
             "met": bool(at_target and at_target["speedup"] >= bound),
         },
         "note": "each event costs one canonical form of its hashed fields, two SHA-256 (event hash, fact "
-        "digest) and one HMAC-SHA256 (its tag under the chain key, issue 13); the chain is checked end to end "
-        "with its head's tag and a checkpoint's. The baseline checks the same chain without tags. Times are this thread's "
-        "CPU time (wall clock shown too), medians, both verifiers in turn on the same chain after checking "
-        "that they give the same answers, on it and on a copy with one fact edited",
+        "digest) and one HMAC-SHA256 (its tag under the chain key, issue 13); the chain is checked end to "
+        "end with its head's tag and a checkpoint's. The baseline checks the same chain without tags. Times "
+        "are this thread's CPU time (wall clock shown too), medians, both verifiers in turn after checking "
+        "that they give the same answers, on the chain and on a copy with one fact edited",
         "baseline": "AuditChain.verify at e908c9a (bench/baselines.py): each event's hashed fields went "
         "through rfc8785's pure-Python writer",
         "fix": "src/sentinel_domain/audit.py event_hash writes the RFC 8785 form of the usual event (text "
