@@ -138,7 +138,8 @@ def build_world(
     settings = Settings.from_env()
     admin_client = admin_client or client
     ensure_tables(admin_client, settings.state_table, settings.principals_table)
-    services = compose(settings, dynamodb=client, create_token_key=True)
+    # As a Lambda container composes: decision reads hold the chains they verified (compose.chain_cache).
+    services = compose(settings, dynamodb=client, create_token_key=True, hold_chains=True)
     # The operator provisions through its own client, so the seed's writes never reach the meter.
     seed = seed_demo(compose(settings, dynamodb=admin_client, token_key=services.token_key()).operator)
     recorder = Recorder(None, meter)

@@ -34,6 +34,18 @@ PRICES: dict[str, Any] = {
     "lambda_arm64_gb_second": 0.0000133334,
     "lambda_requests_per_million": 0.20,
     "lambda_note": "arm64, first 7.5 billion GB-s a month; INIT is billed like INVOKE since 2025-08-01",
+    # The witness (bench/witness_cost.py), us-east-1 list prices read on 2026-12-01: S3 Standard requests
+    # (aws.amazon.com/s3/pricing), KMS requests (aws.amazon.com/kms/pricing: asymmetric requests other than
+    # RSA 2048 at $0.15 per 10,000, i.e. 5x the symmetric rate; the first 20,000 requests a month of an
+    # account are free and left out here), EventBridge Pipes ($0.40 per million requests of 64 KB).
+    "witness_prices_as_of": "2026-12-01",
+    "s3_put_per_thousand": 0.005,  # PUT, COPY, POST, LIST
+    "s3_list_per_thousand": 0.005,
+    "s3_get_per_thousand": 0.0004,
+    "s3_standard_gb_month": 0.023,
+    "kms_asymmetric_per_ten_thousand": 0.15,
+    "kms_key_month": 1.00,
+    "pipes_per_million": 0.40,
 }
 
 

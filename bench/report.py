@@ -13,6 +13,10 @@ END = "<!-- figures:end -->"
 # ---- the targets ----------------------------------------------------------------------------------------
 
 
+def _calls(calls: dict[str, int]) -> str:
+    return ", ".join(f"{k}×{v}" for k, v in calls.items()) or "none"
+
+
 def targets(report: dict[str, Any]) -> list[list[Any]]:
     s = report["sections"]
     rows: list[list[Any]] = []
@@ -39,11 +43,17 @@ def targets(report: dict[str, Any]) -> list[list[Any]]:
         project_calls = q.get("project_calls", {})
         rows.append(
             [
-                "one strongly consistent Query (plus pages) of the candidate and one GetItem of the "
-                "project's HEAD per hook decision read",
+                "at most one strongly consistent Query (plus pages) of the candidate and one GetItem of the "
+                "project's HEAD per hook decision read; one GetItem of each HEAD while both are unchanged",
                 f"{q['candidate_queries']} Query, {q['candidate_pages']} page(s); project: "
                 f"{', '.join(f'{k}×{v}' for k, v in project_calls.items()) or 'none'}; other partitions: "
-                f"{', '.join(q['other_partitions']) or 'none'}",
+                f"{', '.join(q['other_partitions']) or 'none'}"
+                + (
+                    f"; both held: candidate {_calls(q['held']['candidate_calls'])}"
+                    f", project {_calls(q['held']['project_calls'])}"
+                    if "held" in q
+                    else ""
+                ),
                 q["met"],
             ]
         )
@@ -70,7 +80,8 @@ def targets(report: dict[str, Any]) -> list[list[Any]]:
                     "a hook decision read, authorizer cached, ≤ $1.70 per million (DynamoDB prices since "
                     "2024-11-01)",
                     f"{_usd(c['usd_per_million'])} ({c['rru']:g} RRU, {c['function_billed_ms']:g} ms billed; "
-                    f"{_usd(c['usd_per_million_project_read_in_full'])} with the project read in full)",
+                    f"{_usd(c['usd_per_million_candidate_read_in_full'])} with the candidate read in full, "
+                    f"{_usd(c['usd_per_million_project_read_in_full'])} with both read in full)",
                     c["met"],
                 ]
             )
@@ -363,6 +374,39 @@ def packages(p: dict[str, Any]) -> list[str]:
     return out
 
 
+def witness_cost(w: dict[str, Any]) -> list[str]:
+    cost, measured = w["cost"], w["measured"]
+    per = cost["per_million_witness_writes"]
+    rows = [
+        ["S3 PUT (create-only record)", _usd(per["s3_put"]), _usd(per["s3_put"])],
+        ["KMS Sign (ECC P-256)", _usd(per["kms_sign"]), "—"],
+        [
+            "writer Lambda (batches of 10 stream records)",
+            _usd(per["writer_lambda"]),
+            _usd(per["writer_lambda"]),
+        ],
+        ["EventBridge Pipes (3 stream records a write)", _usd(per["pipes"]), _usd(per["pipes"])],
+        [
+            "total per million witness writes",
+            _usd(per["per_record_signing_total"]),
+            _usd(per["digest_signing_total"]),
+        ],
+    ]
+    return _table(["per million witness writes", "signed one by one (built)", "5-minute digests"], rows) + [
+        "",
+        f"Measured on moto ({measured['appends']} appends): "
+        + ", ".join(f"{k} {v:g}" for k, v in measured["requests_per_append"].items())
+        + f" requests per append; a record is {measured['record_bytes']} bytes; the newest checkpoint costs "
+        + ", ".join(f"{k} {v}" for k, v in measured["requests_per_newest"].items())
+        + f" ({_usd(cost['newest_read_per_million'])} per million reads). Digests add "
+        f"{_usd(cost['digest_fixed_per_month'])} a month whatever the volume (one PUT and one Sign per 5 "
+        f"minutes); the two cost the same at {cost['break_even_writes_per_month']:,} witness writes a month. "
+        f"Change notes for the verifier add at most {_usd(per['change_notes_at_most'])} per million (one PUT "
+        f"per chain per 5 minutes); 400 days of storage {_usd(per['storage_for_400_days'])}; the KMS key "
+        f"{_usd(cost['kms_key_per_month'])} a month. Prices as of {cost['prices_as_of']} (bench/pricing.py).",
+    ]
+
+
 def _timed_entries(value: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
     """Every object with a median_ms, with its path: what an ingestion report's figures are."""
     if isinstance(value, dict):
@@ -400,6 +444,7 @@ SECTION_TITLES = (
     ("e2e", "5. Local end-to-end: the hook's decision call", e2e),
     ("packages", "6. Package sizes", packages),
     ("ingestion", "7. Ingestion (bench/bench_ingestion.py)", ingestion),
+    ("witness_cost", "8. The AWS witness per million writes", witness_cost),
 )
 
 

@@ -202,7 +202,7 @@ def store_cost(s: dict[str, Any]) -> list[str]:
     f, fc = s["ready_flow"], s["ready_flow_authorizer_cached"]
     rows = [
         [
-            "one hook decision read (GET …/decision), the project's HEAD read",
+            "one hook decision read (GET …/decision), both chains held: their HEADs read",
             h["rru"] + h["authorizer_rru"],
             h["wru"],
             _usd(h["usd_per_million_total"]),
@@ -218,7 +218,7 @@ def store_cost(s: dict[str, Any]) -> list[str]:
     if hf and hfc:
         rows.append(
             [
-                "one hook decision read, the project's chain read in full (nothing held yet)",
+                "one hook decision read, both chains read in full (nothing held yet)",
                 hf["rru"] + hf["authorizer_rru"],
                 hf["wru"],
                 _usd(hf["usd_per_million_total"]),

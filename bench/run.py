@@ -34,6 +34,7 @@ SECTIONS: tuple[tuple[str, str, int], ...] = (
     ("audit_verify", "audit chain verification throughput", 300),
     ("e2e", "the hook's decision call end to end", 300),
     ("packages", "function and layer zips against Lambda's limits", 120),
+    ("witness_cost", "the AWS witness per million writes: per-record signing against digests", 120),
 )
 INGESTION = REPO / "bench" / "bench_ingestion.py"
 

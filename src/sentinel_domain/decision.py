@@ -1,17 +1,31 @@
 """The deterministic decision (DOMAIN.md rules 1 to 10 and 22): `ready` only when nothing is unproven."""
 
+import hashlib
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .canonical import digest
+from .canonical import canonical_bytes, digest
 from .evidence import scope_covers
 from .models import Policy, ProjectConfig
-from .reviews import approval_status
+from .plan_walk import PlanWalk, Row, epoch_us, evidence_rows, plan_walk
+from .reviews import approval_status, withdrawn_approvers
 from .state import CandidateState, ProjectState
 from .times import utc_naive
 
 TRUST_FINDING = {"unverified": "EVIDENCE_UNVERIFIED", "untrusted": "EVIDENCE_UNTRUSTED"}
+# Rule 26: what a principal revoked as compromised did stops counting; each finding says how to go on.
+REVOKED_REMEDIATION = {
+    "APPROVAL_REVOKED": "ask a reviewer who was not compromised to review the current plan digest again "
+    "(POST .../reviews); if the compromised reviewer may have shaped the plan, amend it first",
+    "ATTESTATION_REVOKED": "have a trusted ci publisher that was not compromised attest the change context "
+    "again (POST .../change-context from CI)",
+    "EVIDENCE_UNTRUSTED": "re-run the check in CI under a publisher that was not compromised, listed in the "
+    "policy's trusted_publishers, and post its evidence",
+    "REQUESTER_REVOKED": "a candidate created by a compromised principal is never cleared: push the change "
+    "again as a new commit and create its candidate as a live requester; a plan authored by one is "
+    "cleared by a live requester storing the plan again (PUT .../plan with If-Match) and a new review",
+}
 
 
 class Finding(BaseModel):
@@ -68,20 +82,31 @@ class Judge:
     """Rule 7 for the (check, obligation) pairs of one decision, on one candidate and project state at one
     instant. What every pair would otherwise look up again is looked up once: the policies in force, the
     principals revoked as compromised, the instant, and the candidate's evidence grouped by (check,
-    obligation) (`CandidateState.evidence_index`, built once per state). Each pair then walks only its own
-    evidence, in place, and builds findings only when there are some: a decision costs time in proportion to
-    its checks and evidence."""
+    obligation) as compact rows (`_rows`, built once per state). Each pair then walks only its own rows and
+    builds findings only when there are some: a decision costs time in proportion to its checks and
+    evidence."""
 
-    __slots__ = ("state", "project", "as_of", "_at_utc", "_policies", "_compromised", "_evidence", "_binds")
+    __slots__ = ("state", "project", "as_of", "at_utc", "_policies", "compromised", "rows")
 
     def __init__(self, state: CandidateState, project: ProjectState, as_of: str) -> None:
         self.state, self.project, self.as_of = state, project, as_of
-        self._at_utc = utc_naive(as_of)
+        self.at_utc = utc_naive(as_of)
         self._policies: dict[str, tuple[int, Policy] | None] = {}
-        self._compromised = project.compromised(as_of)
-        self._evidence = state.evidence_index()
-        candidate = state.candidate
-        self._binds = (candidate["subject"], candidate["revision"], candidate["environment"])
+        self.compromised = project.compromised(as_of)
+        self.rows: dict[tuple[str, str], list[Row]] = state.memo("judging", lambda: evidence_rows(state))
+
+    def limits(self, policy_ids: list[str]) -> dict[str, tuple[int, int, int] | None]:
+        """Per policy: (the version in force, its evidence age limit in microseconds, its minimum tests), or
+        None when none is in force at this instant."""
+        out: dict[str, tuple[int, int, int] | None] = {}
+        for policy_id in policy_ids:
+            entry = self.policy(policy_id)
+            out[policy_id] = (
+                None
+                if entry is None
+                else (entry[0], entry[1].max_evidence_age_seconds * 1_000_000, entry[1].min_tests)
+            )
+        return out
 
     def policy(self, policy_id: str) -> tuple[int, Policy] | None:
         if policy_id not in self._policies:
@@ -90,55 +115,46 @@ class Judge:
 
     def trust(self, evidence: dict[str, Any]) -> str:
         """A principal revoked as compromised makes its evidence untrusted from the revocation on."""
-        if evidence["trust"] == "verified" and self._compromised.get(evidence["publisher"]["id"]):
+        if evidence["trust"] == "verified" and self.compromised.get(evidence["publisher"]["id"]):
             return "untrusted"
         return str(evidence["trust"])
 
     def _newest(
-        self, check: dict[str, Any], obligation: dict[str, Any], obligation_id: str, version: int
-    ) -> tuple[bool, dict[str, Any] | None]:
+        self, check: dict[str, Any], obligation_id: str, version: int, rows: Any = None
+    ) -> tuple[bool, Row | None]:
         """(whether any of the check's evidence for the obligation is bound at write time to the policy
-        version in force, the newest such evidence that may decide: verified, its publisher not revoked as
-        compromised, bound to this candidate's subject, revision and environment, its scope covering the
-        obligation's). Rule 10's order: observed, recorded, arrival."""
+        version in force, the row of the newest such evidence that may decide: eligible (see `Row`) and
+        its publisher not revoked as compromised). Rule 10's order: observed, recorded, arrival."""
         policy_id = check["policy_ref"]
+        compromised = self.compromised
         bound = False
-        newest = None
-        for e in self._evidence.get((check["check_id"], obligation_id), ()):
-            binding = e["binding"]
-            if binding["policy_id"] != policy_id or binding["policy_version"] != version:
+        newest: Row | None = None
+        if rows is None:
+            rows = self.rows.get((check["check_id"], obligation_id), ())
+        for row in rows:
+            if row[0] != policy_id or row[1] != version:
                 continue
             bound = True
-            if (
-                e["trust"] == "verified"
-                and not self._compromised.get(e["publisher"]["id"])
-                and (e["subject"], e["revision"], e["environment"]) == self._binds
-                and scope_covers(e["scope"], obligation["scope"])
-                and (
-                    newest is None
-                    or (e["observed_at"], e["recorded_at"], e["_seq"])
-                    > (newest["observed_at"], newest["recorded_at"], newest["_seq"])
-                )
-            ):
-                newest = e
+            if row[2] and (newest is None or row[4] > newest[4]) and not compromised.get(row[3]):
+                newest = row
         return bound, newest
 
     def deciding(self, check: dict[str, Any], obligation_id: str) -> dict[str, Any] | None:
         """The evidence that decides the (check, obligation), if any."""
         entry = self.policy(check["policy_ref"])
-        obligation = self.state.obligations.get(obligation_id)
-        if entry is None or obligation is None:
+        if entry is None or obligation_id not in self.state.obligations:
             return None
-        return self._newest(check, obligation, obligation_id, entry[0])[1]
+        row = self._newest(check, obligation_id, entry[0])[1]
+        return None if row is None else row[5]
 
     def findings(
-        self, check: dict[str, Any], obligation_id: str, task_id: str | None = None
+        self, check: dict[str, Any], obligation_id: str, task_id: str | None = None, rows: Any = None
     ) -> list[Finding]:
-        """[] when the (check, obligation) is satisfied, else why not (placed at the task, when given)."""
+        """[] when the (check, obligation) is satisfied, else why not (placed at the task, when given).
+        `rows`: the pair's rows when the caller has them at hand (`_plan_walk`)."""
         policy_id = check["policy_ref"]
         entry = self._policies[policy_id] if policy_id in self._policies else self.policy(policy_id)
-        obligation = self.state.obligations.get(obligation_id)
-        if entry is None or obligation is None:
+        if entry is None or obligation_id not in self.state.obligations:
             return [
                 finding(
                     "EVIDENCE_MISSING",
@@ -147,16 +163,17 @@ class Judge:
                 )
             ]
         version, policy = entry
-        bound, e = self._newest(check, obligation, obligation_id, version)
-        if e is None:
+        bound, row = self._newest(check, obligation_id, version, rows)
+        if row is None:
             return self._unbound(bound, check, obligation_id, task_id, entry)
-        if e["outcome"] == "pass":
-            age = (self._at_utc - utc_naive(min(e["observed_at"], e["recorded_at"]))).total_seconds()
+        since, tests = row[6], row[8]
+        if row[7] == "pass" and since is not None:
+            age = (self.at_utc - since).total_seconds()
             if 0 <= age < policy.max_evidence_age_seconds and (
-                policy.min_tests < 1 or (e["kind"] == "junit" and e["counts"]["tests"] >= policy.min_tests)
+                policy.min_tests < 1 or (tests is not None and tests >= policy.min_tests)
             ):
                 return []
-        return self._judge_newest(e, policy, check, obligation_id, task_id)
+        return self._judge_newest(row[5], policy, check, obligation_id, task_id)
 
     def _unbound(
         self,
@@ -182,11 +199,22 @@ class Judge:
             ]
         obligation = self.state.obligations[obligation_id]
         out: list[Finding] = []
-        for e in self._evidence.get((check["check_id"], obligation_id), ()):
+        for e in self.state.evidence_index().get((check["check_id"], obligation_id), ()):
             if e["binding"]["policy_id"] != check["policy_ref"] or e["binding"]["policy_version"] != version:
                 continue
             trust = self.trust(e)
-            if trust in TRUST_FINDING:
+            since = self.compromised.get(e["publisher"]["id"]) if e["trust"] == "verified" else None
+            if since is not None:
+                out.append(
+                    finding(
+                        "EVIDENCE_UNTRUSTED",
+                        f"evidence {e['evidence_id']} is untrusted: its publisher {e['publisher']['id']} was "
+                        f"revoked as compromised at {since}, and nothing it published counts from then on",
+                        remediation_hint=REVOKED_REMEDIATION["EVIDENCE_UNTRUSTED"],
+                        **where,
+                    )
+                )
+            elif trust in TRUST_FINDING:
                 out.append(
                     finding(
                         TRUST_FINDING[trust],
@@ -238,7 +266,7 @@ class Judge:
                     **where,
                 )
             ]
-        age = (self._at_utc - utc_naive(min(e["observed_at"], e["recorded_at"]))).total_seconds()
+        age = (self.at_utc - utc_naive(min(e["observed_at"], e["recorded_at"]))).total_seconds()
         if not 0 <= age < policy.max_evidence_age_seconds:
             return [
                 finding(
@@ -339,33 +367,30 @@ def _plan_findings(
     state: CandidateState, project: ProjectState, config: ProjectConfig, as_of: str
 ) -> list[Finding]:
     """Every check of the current plan against its evidence (rule 7), every task against its reports, and
-    every obligation no check covers."""
+    every obligation no check covers. The pairs and tasks the walk (`plan_walk`) shows to be satisfied
+    without a closer look are passed over; every other one is judged in full by the Judge, which also names
+    why it is not."""
     plan = state.plan
     assert plan is not None
     digest_now = plan["plan_digest"]
     findings: list[Finding] = []
-    covered: set[str] = set()
     judge = Judge(state, project, as_of)
-    reports = state.reports_index()
+    walk: PlanWalk = state.memo("plan_walk", lambda: plan_walk(state, judge.rows))
+    for i in walk.to_judge(judge.limits(walk.policy_ids), epoch_us(judge.at_utc), bool(judge.compromised)):
+        check, obligation_id, task_id, rows = walk.pairs[i]
+        findings += judge.findings(check, obligation_id, task_id, rows)
     settled = (
         {s["task_id"] for s in state.settlements if s["plan_digest"] == digest_now}
         if config.settlement_required
         else None
     )
-    for task in plan["plan"]["tasks"]:
-        task_id = task["task_id"]
-        for check in task["checks"]:
-            for obligation_id in check["covers"]:
-                covered.add(obligation_id)
-                found = judge.findings(check, obligation_id, task_id)
-                if found:
-                    findings += found
-        task_problem = _task_finding(
-            reports.get((digest_now, task_id)), task_id, None if settled is None else task_id in settled
-        )
+    # Without settlements to check, only the tasks whose reports do not pass can have a problem.
+    for i in walk.task_problems if settled is None else range(len(walk.tasks)):
+        task_id, reports = walk.tasks[i]
+        task_problem = _task_finding(reports, task_id, None if settled is None else task_id in settled)
         if task_problem is not None:
             findings.append(task_problem)
-    for obligation_id in sorted(set(state.obligations) - covered):
+    for obligation_id in walk.uncovered:
         findings.append(
             finding(
                 "EVIDENCE_MISSING",
@@ -374,6 +399,63 @@ def _plan_findings(
             )
         )
     return findings
+
+
+def attester(context: dict[str, Any]) -> str:
+    """Who wrote a change context: the candidate's creator for the first one, the poster for the others."""
+    return str(context["created_by" if context["type"] == "candidate.created" else "actor"]["id"])
+
+
+def _revoked_findings(state: CandidateState, compromised: dict[str, str]) -> list[Finding]:
+    """Rule 26 for what is not an approval or evidence: attestations by a principal revoked as compromised no
+    longer count (ATTESTATION_REVOKED when no other attestation stands), and a candidate created, or a current
+    plan authored, by one holds (REQUESTER_REVOKED): the requester chose the revision and what the plan
+    proves, and nobody can tell which of its choices the intruder made."""
+    if not compromised:
+        return []
+    out: list[Finding] = []
+    attesters = {attester(c) for c in state.contexts if c["attested"]}
+    if attesters and attesters <= set(compromised):
+        out.append(
+            finding(
+                "ATTESTATION_REVOKED",
+                f"every attested change context was attested by {', '.join(sorted(attesters))}, since "
+                "revoked as compromised: the change this candidate describes is no longer vouched for",
+                remediation_hint=REVOKED_REMEDIATION["ATTESTATION_REVOKED"],
+            )
+        )
+    creator = str(state.candidate["created_by"]["id"])
+    if creator in compromised:
+        out.append(
+            finding(
+                "REQUESTER_REVOKED",
+                f"the candidate was created by {creator}, revoked as compromised at {compromised[creator]}",
+                remediation_hint=REVOKED_REMEDIATION["REQUESTER_REVOKED"],
+            )
+        )
+    author = str(state.plan["author"]["id"]) if state.plan is not None else None
+    if author is not None and author != creator and author in compromised:
+        out.append(
+            finding(
+                "REQUESTER_REVOKED",
+                f"the current plan was stored by {author}, revoked as compromised at {compromised[author]}",
+                remediation_hint=REVOKED_REMEDIATION["REQUESTER_REVOKED"],
+            )
+        )
+    return out
+
+
+def considered_digest(state: CandidateState, project: ProjectState, as_of: str) -> str:
+    """SHA-256 of the RFC 8785 form of {"as_of", "candidate": the digests of the candidate's facts considered,
+    "project": those of the project's facts visible at as_of}. Written member by member (keys in their
+    canonical order), the candidate's list once per state: at ten thousand obligations its twenty thousand
+    digests are most of the bytes, and the same for every decision over the state."""
+    candidate = state.memo("considered", lambda: canonical_bytes(state.considered))
+    visible = canonical_bytes([f["_digest"] for f in project.visible(as_of)])
+    hasher = hashlib.sha256(b'{"as_of":' + canonical_bytes(as_of) + b',"candidate":')
+    hasher.update(candidate)  # hashed where it lies: no copy of the largest part
+    hasher.update(b',"project":' + visible + b"}")
+    return hasher.hexdigest()
 
 
 def decide(
@@ -386,17 +468,30 @@ def decide(
         findings.append(
             finding("NO_OBLIGATIONS", "nothing was derived to prove: zero obligations is not a pass")
         )
+    compromised = project.compromised(as_of)
     if not state.attested:
         findings.append(
             finding("CHANGE_CONTEXT_UNVERIFIED", "no change context was attested by a trusted ci publisher")
         )
+    findings += _revoked_findings(state, compromised)
     if state.plan is None:
         findings.append(finding("PLAN_MISSING", "no work plan was stored for this candidate"))
     elif config is None:
         findings.append(finding("STATE_UNAVAILABLE", "the project has no configuration"))
     else:
-        code, _until = approval_status(state, config, as_of)
-        if code:
+        code, _until = approval_status(state, config, as_of, compromised)
+        if code == "APPROVAL_REVOKED":
+            withdrawn = ", ".join(withdrawn_approvers(state, compromised))
+            findings.append(
+                finding(
+                    code,
+                    f"the approval of the current plan digest by {withdrawn} no longer counts: revoked as "
+                    "compromised, and the others are not enough "
+                    f"({config.approvals_required} needed)",
+                    remediation_hint=REVOKED_REMEDIATION[code],
+                )
+            )
+        elif code:
             findings.append(
                 finding(
                     code,
@@ -406,13 +501,7 @@ def decide(
             )
         findings += _plan_findings(state, project, config, as_of)
     findings = sort_findings(findings)
-    facts_digest = digest(
-        {
-            "as_of": as_of,
-            "candidate": state.considered,
-            "project": [f["_digest"] for f in project.visible(as_of)],
-        }
-    )
+    facts_digest = considered_digest(state, project, as_of)
     return Decision(
         decision="ready" if not findings else "hold",
         findings=findings,

@@ -2,15 +2,26 @@
 by glob, OpenAPI documents by their diff (sentinel_domain.openapi)."""
 
 import re
+from datetime import date
 from functools import lru_cache
 from typing import Any
 
 from .canonical import digest
 from .errors import Refusal
 from .models import Change, DerivationRule, ProjectConfig
-from .openapi import ApiChange, Budget, MalformedOpenApi, OpenApiDiff, diff_openapi, quote
+from .openapi import (
+    WARNING,
+    ApiChange,
+    Budget,
+    DiffOptions,
+    MalformedOpenApi,
+    OpenApiDiff,
+    diff_openapi_graded,
+    quote,
+)
 
 MAX_OBLIGATIONS = 2000
+_NO_RULE = DerivationRule(openapi="-", policy_id="none")  # the defaults, for a document no rule names
 
 
 @lru_cache(maxsize=1024)
@@ -60,12 +71,26 @@ def _obligation(policy_id: str, scope: str, reason: str) -> dict[str, Any]:
 MAX_REASON_CHARS = 1000  # 2,000 obligations of this size still fit one candidate fact comfortably
 
 
-def _selected(change: ApiChange, when: str) -> bool:
+def _selected(change: ApiChange, when: str, kinds: frozenset[str] | None = None) -> bool:
+    if kinds is not None and change.kind not in kinds:
+        return False
     if when == "breaking":
         return change.breaking
+    if when == "warning":
+        return change.at_least(WARNING)
     if when == "security":
         return change.weakens_security or change.kind.startswith("security-")
     return True
+
+
+def diff_options(rule: DerivationRule, today: date | None) -> DiffOptions:
+    """How `rule` grades changes: its own options over the defaults."""
+    defaults = DiffOptions()
+    return DiffOptions(
+        min_sunset_days=defaults.min_sunset_days if rule.min_sunset_days is None else rule.min_sunset_days,
+        response_patterns=rule.response_patterns or defaults.response_patterns,
+        today=today,
+    )
 
 
 def _reason(document: str, parts: list[tuple[str, str, list[ApiChange]]]) -> str:
@@ -90,15 +115,17 @@ def derive_openapi(rule: DerivationRule, name: str, diff: OpenApiDiff) -> list[d
     `per: "operation"`: each added or changed operation with a selected change owes the policy scoped
     `<document scope>/<METHOD> <path>`. A removed operation has nothing left to test on its own, so it owes
     the policy on the document's scope, as do changes to the document as a whole. Otherwise (`per` absent or
-    `"document"`) any selected change owes the policy once, on the document's scope."""
+    `"document"`) any selected change owes the policy once, on the document's scope. `when` selects by level
+    (or security) and `changes`, when given, by change id; both must hold."""
     when = rule.when or "any"
+    kinds = frozenset(rule.changes) if rule.changes is not None else None
     base = rule.scope or name
     by_scope: dict[str, list[tuple[str, str, list[ApiChange]]]] = {}
-    document_changes = [c for c in diff.document_changes if _selected(c, when)]
+    document_changes = [c for c in diff.document_changes if _selected(c, when, kinds)]
     if document_changes:
         by_scope.setdefault(base, []).append(("", "changed", document_changes))
     for operation in diff.operations:
-        changes = [c for c in operation.changes if _selected(c, when)]
+        changes = [c for c in operation.changes if _selected(c, when, kinds)]
         if not changes:
             continue
         per_operation = rule.per == "operation" and operation.status != "removed"
@@ -107,8 +134,11 @@ def derive_openapi(rule: DerivationRule, name: str, diff: OpenApiDiff) -> list[d
     return [_obligation(rule.policy_id, scope, _reason(name, parts)) for scope, parts in by_scope.items()]
 
 
-def derive(change: Change, config: ProjectConfig) -> list[dict[str, Any]]:
+def derive(change: Change, config: ProjectConfig, today: date | None = None) -> list[dict[str, Any]]:
     """Every changed path owes the policy of each rule it matches, or the unclassified policy.
+
+    `today` is the date OpenAPI sunsets are measured from (the core has no clock); without it, a rule that
+    needs it is reported breaking (sentinel_domain.openapi.lifecycle).
 
     Raises Refusal(MALFORMED_CHANGE_CONTEXT) when an OpenAPI document cannot be read within the caps of
     sentinel_domain.openapi: a document nobody can read is refused, never taken as "no changes"."""
@@ -130,16 +160,19 @@ def derive(change: Change, config: ProjectConfig) -> list[dict[str, Any]]:
             )
     budget = Budget()  # shared: a change context's documents are capped together, not one by one
     for doc in change.openapi:
+        rules = [r for r in config.derivation_rules if r.openapi == doc.name]
+        # One diff per distinct grading the document's rules ask for (usually one): read once, one budget.
+        gradings = [diff_options(r, today) for r in rules] or [diff_options(_NO_RULE, today)]
         try:
-            diff = diff_openapi(doc.before, doc.after, budget)
+            diffs = diff_openapi_graded(doc.before, doc.after, gradings, budget)
         except MalformedOpenApi as error:
             raise Refusal(
                 "MALFORMED_CHANGE_CONTEXT", f"the OpenAPI document {quote(doc.name)} cannot be read: {error}"
             ) from None
-        rules = [r for r in config.derivation_rules if r.openapi == doc.name]
         for rule in rules:
-            for obligation in derive_openapi(rule, doc.name, diff):
+            for obligation in derive_openapi(rule, doc.name, diffs[diff_options(rule, today)]):
                 add(obligation)
+        diff = next(iter(diffs.values()))
         if not rules and diff.differs:
             # Like a changed file no rule matches: any difference at all, documentation included, is owed.
             add(

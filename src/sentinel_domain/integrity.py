@@ -135,10 +135,11 @@ def checkpoint_outbox_entry(checkpoint: dict[str, Any]) -> dict[str, Any]:
 
 
 def checkpoint_from_outbox(entry: Any) -> dict[str, Any] | None:
-    """The checkpoint an outbox entry of kind `checkpoint` carries, or None for an entry that is not one.
-    Nothing here vouches for it: whoever can write the table can write an outbox item, so a relay or the
-    witness writer keeps it only when `ChainSeal.checkpoint_verifies` says the gate wrote it."""
-    if not isinstance(entry, dict) or entry.get("kind") != CHECKPOINT_KIND:
+    """The checkpoint an outbox entry of kind `checkpoint` carries (with or without its `kind`: the stores
+    file the kind apart too), or None for an entry of another kind or no object at all. Nothing here vouches
+    for it: whoever can write the table can write an outbox item, so a relay or the witness writer keeps it
+    only when `ChainSeal.checkpoint_verifies` says the gate wrote it."""
+    if not isinstance(entry, dict) or entry.get("kind", CHECKPOINT_KIND) != CHECKPOINT_KIND:
         return None
     return {k: v for k, v in entry.items() if k != "kind"}
 

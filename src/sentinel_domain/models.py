@@ -65,21 +65,32 @@ class Actor(Strict):
 class DerivationRule(Strict):
     """`files` globs, or an `openapi` document name. For a document, `per` says whether one obligation covers
     the document or each affected operation owes its own (scoped `<document>/<METHOD> <path>`), and `when`
-    which changes count: `any` semantic change (the default), only `breaking` ones, or only `security` ones
-    (to an operation's security requirements or the schemes they use). `scope` is the document's scope
-    (default: its name)."""
+    which changes count: `any` semantic change (the default), only `breaking` ones, `warning` (at least a
+    warning), or only `security` ones (to an operation's security requirements or the schemes they use);
+    `changes` narrows them to those change ids. `min_sunset_days` and `response_patterns` grade lifecycle and
+    output-pattern changes (docs/ingestion.md, "Rule options"). `scope` is the document's scope (default:
+    its name)."""
 
     files: list[Annotated[str, StringConstraints(min_length=1, max_length=512)]] | None = None
     openapi: Name | None = None
     policy_id: Ident
     scope: Path | None = None
     per: Literal["document", "operation"] | None = None
-    when: Literal["any", "breaking", "security"] | None = None
+    when: Literal["any", "breaking", "warning", "security"] | None = None
+    changes: list[Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,80}$")]] | None = Field(
+        default=None, min_length=1, max_length=200
+    )
+    min_sunset_days: int | None = Field(default=None, ge=0, le=3650)
+    response_patterns: Literal["strict", "lenient"] | None = None
 
     @model_validator(mode="after")
     def _document_options_need_a_document(self) -> "DerivationRule":
-        if self.openapi is None and (self.per is not None or self.when is not None):
-            raise ValueError("per and when apply only to a rule that names an openapi document")
+        options = (self.per, self.when, self.changes, self.min_sunset_days, self.response_patterns)
+        if self.openapi is None and any(o is not None for o in options):
+            raise ValueError(
+                "per, when, changes, min_sunset_days and response_patterns apply only to a rule that names "
+                "an openapi document"
+            )
         return self
 
 

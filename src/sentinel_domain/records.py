@@ -26,7 +26,7 @@ and is shown as stored."""
 from collections import Counter
 from typing import Any
 
-from .decision import Decision, Finding, Judge, decide, finding, findings_digest, hold
+from .decision import Decision, Finding, Judge, attester, decide, finding, findings_digest, hold
 from .outcomes import RecordedDecision
 from .state import CandidateState, ProjectState
 
@@ -36,16 +36,14 @@ def relied_on(state: CandidateState | None, project: ProjectState, as_of: str) -
     if state is None:
         return {"approvers": [], "attesters": [], "publishers": []}
     digest = state.plan_digest
+    # Whoever was revoked as compromised by then counted for nothing, so nothing relied on it.
+    compromised = project.compromised(as_of)
     approvers = {
         r["reviewer"]["id"]
         for r in state.reviews
         if r["plan_digest"] == digest and r["decision"] == "approve" and as_of < r["expires_at"]
-    }
-    attesters = {
-        c["created_by" if c["type"] == "candidate.created" else "actor"]["id"]
-        for c in state.contexts
-        if c["attested"]
-    }
+    } - set(compromised)
+    attesters = {attester(c) for c in state.contexts if c["attested"]} - set(compromised)
     publishers: set[str] = set()
     if state.plan is not None:
         judge = Judge(state, project, as_of)
@@ -173,3 +171,57 @@ def _stored(fact: dict[str, Any]) -> RecordedDecision:
             "recorded_at": fact["recorded_at"],
         }
     )
+
+
+RELIED_ROLES = ("approvers", "attesters", "publishers")
+
+
+def exposures(candidate_facts: list[dict[str, Any]], principal_id: str) -> list[dict[str, Any]]:
+    """The recorded `ready` decisions of one candidate (its facts, parsed, in chain order) that relied on
+    `principal_id` (rule 26), each with how: as an approver, attester or publisher (what the decision
+    names in `relied_on`), or as the requester (it created the candidate, or stored the plan in force at
+    the decision's position). A decision recorded before `relied_on` existed is listed when the principal
+    appears anywhere in the candidate's facts up to it, as `unknown`: it cannot be cleared from the record."""
+    if not candidate_facts or candidate_facts[0]["type"] != "candidate.created":
+        return []
+    candidate = candidate_facts[0]
+    out: list[dict[str, Any]] = []
+    for fact in candidate_facts:
+        if fact["type"] != "decision.recorded" or fact.get("decision") != "ready":
+            continue
+        position = int(fact.get("decided_at_seq", fact["_seq"] - 1))
+        seen = [f for f in candidate_facts if f["_seq"] <= position]
+        plans = [f for f in seen if f["type"] == "plan.stored"]
+        roles: list[str] = []
+        relied = fact.get("relied_on")
+        if isinstance(relied, dict):
+            roles = [role.removesuffix("s") for role in RELIED_ROLES if principal_id in relied.get(role, [])]
+            if candidate["created_by"]["id"] == principal_id or (
+                plans and plans[-1]["author"]["id"] == principal_id
+            ):
+                roles.append("requester")
+        elif any(_names(f, principal_id) for f in seen):
+            roles = ["unknown"]
+        if roles:
+            out.append(
+                {
+                    "candidate_id": candidate["candidate_id"],
+                    "subject": candidate["subject"],
+                    "revision": candidate["revision"],
+                    "environment": candidate["environment"],
+                    "decided_at": fact["recorded_at"],
+                    "seq": fact["_seq"],
+                    "plan_digest": plans[-1]["plan_digest"] if plans else None,
+                    "relied_on_as": roles,
+                }
+            )
+    return out
+
+
+def _names(value: Any, principal_id: str) -> bool:
+    """Whether an actor (`{"id": ...}`) anywhere in a fact is the principal."""
+    if isinstance(value, dict):
+        return value.get("id") == principal_id or any(_names(v, principal_id) for v in value.values())
+    if isinstance(value, list):
+        return any(_names(v, principal_id) for v in value)
+    return False

@@ -1,4 +1,6 @@
-"""Reviews and approvals (DOMAIN.md rules 11 to 15)."""
+"""Reviews and approvals (DOMAIN.md rules 11 to 15, and 26 for reviewers revoked as compromised)."""
+
+from collections.abc import Mapping
 
 from .models import Actor, ProjectConfig
 from .state import CandidateState
@@ -26,15 +28,38 @@ def excluded_approvers(state: CandidateState, digest: str | None) -> set[str]:
     return excluded
 
 
-def approval_status(state: CandidateState, config: ProjectConfig, at: str) -> tuple[str | None, str | None]:
-    """(the finding code that blocks approval, or None; the instant the approval stops being valid)."""
+def withdrawn_approvers(state: CandidateState, compromised: Mapping[str, str]) -> list[str]:
+    """The reviewers revoked as compromised whose approvals of the current plan digest no longer count."""
+    digest = state.plan_digest
+    return sorted(
+        {
+            r["reviewer"]["id"]
+            for r in state.reviews
+            if r["plan_digest"] == digest
+            and r["decision"] == "approve"
+            and r["reviewer"]["id"] in compromised
+        }
+    )
+
+
+def approval_status(
+    state: CandidateState, config: ProjectConfig, at: str, compromised: Mapping[str, str] | None = None
+) -> tuple[str | None, str | None]:
+    """(the finding code that blocks approval, or None; the instant the approval stops being valid).
+
+    An approval by a reviewer in `compromised` (revoked as compromised, as the project chain says at `at`)
+    does not count, whenever it was given; when the others are not enough, the code is APPROVAL_REVOKED. A
+    rejection by such a reviewer still stands: it can only hold, never release."""
     digest = state.plan_digest
     if digest is None:
         return "PLAN_MISSING", None
     current = [r for r in state.reviews if r["plan_digest"] == digest]
     if any(r["decision"] == "reject" for r in current):
         return "REVIEW_REJECTED", None
+    revoked = compromised or {}
     approvals = [r for r in current if r["decision"] == "approve"]
+    withdrawn = [r for r in approvals if r["reviewer"]["id"] in revoked]
+    approvals = [r for r in approvals if r["reviewer"]["id"] not in revoked]
     newest_expiry: dict[str, str] = {}
     for review in approvals:
         reviewer = review["reviewer"]["id"]
@@ -43,6 +68,8 @@ def approval_status(state: CandidateState, config: ProjectConfig, at: str) -> tu
     valid = sorted((e for e in newest_expiry.values() if at < e), reverse=True)
     if len(valid) >= config.approvals_required:
         return None, valid[config.approvals_required - 1]
+    if withdrawn:
+        return "APPROVAL_REVOKED", None
     if len(newest_expiry) > len(valid):
         return "REVIEW_EXPIRED", None
     if any(r["decision"] == "approve" and r["plan_digest"] != digest for r in state.reviews):

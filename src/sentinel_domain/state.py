@@ -3,6 +3,7 @@
 Facts are append-only; the state at an instant is the fold of the facts recorded at or before it."""
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,6 +187,13 @@ class CandidateState:
             self._index["evidence"] = grouped
         index: dict[tuple[str, str], list[dict[str, Any]]] = self._index["evidence"]
         return index
+
+    def memo(self, name: str, build: Callable[[], Any]) -> Any:
+        """What `build` returns, built once per state: indexes the decision derives from these facts (they
+        never change once folded)."""
+        if name not in self._index:
+            self._index[name] = build()
+        return self._index[name]
 
     def evidence_for(self, check_id: str, obligation_id: str) -> list[dict[str, Any]]:
         """Evidence written for a check and bound to an obligation, in arrival order."""

@@ -232,6 +232,7 @@ class Shadow:
             and r["reviewer"].kind == "human"
             and "reviewer" in r["reviewer"].roles
             and r["reviewer"].id not in excluded
+            and r["reviewer"].id not in self.compromised  # rule 26
         }
         needed = int(self.config.get("approvals_required", 1))
         if len(valid) < needed:

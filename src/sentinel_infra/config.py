@@ -89,6 +89,9 @@ class DeploymentConfig:
     # each execution environment, and a changed setting publishes a new version whose environments start
     # fresh and read the new key (docs/deploy.md, "Rotating the token key").
     token_key_generation: int = 1
+    # How long S3 Object Lock (compliance mode) keeps each witnessed checkpoint and tamper finding: nobody,
+    # the account's root user included, can delete or shorten it before then.
+    witness_retention_days: int = 400
 
     @staticmethod
     def context_key(field_name: str) -> str:
@@ -169,6 +172,7 @@ class DeploymentConfig:
             self.event_archive_retention_days >= 0, "eventArchiveRetentionDays", "0 (indefinite) or more"
         )
         _require(self.token_key_generation >= 1, "tokenKeyGeneration", "1 or more")
+        _require(1 <= self.witness_retention_days <= 36_500, "witnessRetentionDays", "1 to 36500 days")
 
 
 def _int(key: str, raw: Any) -> int:

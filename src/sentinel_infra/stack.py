@@ -12,6 +12,7 @@ from sentinel_infra.config import LOG_RETENTION_DAYS, DeploymentConfig
 from sentinel_infra.constructs.api import Api
 from sentinel_infra.constructs.budget import CostBudget
 from sentinel_infra.constructs.events import OutboxRelay
+from sentinel_infra.constructs.integrity import Integrity
 from sentinel_infra.constructs.layers import Layers
 from sentinel_infra.constructs.monitoring import Monitoring
 from sentinel_infra.constructs.service_function import ServiceFunction
@@ -35,6 +36,7 @@ STATE_WRITER_ACTIONS = (
 )
 STATE_PROBE_ACTIONS = ("dynamodb:Query",)  # health: one read of a partition no project can have
 PRINCIPAL_READER_ACTIONS = ("dynamodb:GetItem",)
+STATE_VERIFIER_ACTIONS = ("dynamodb:Query",)  # the chain verifier loads chains, and writes nothing there
 PLANS_FUNCTION = "plans"
 # Bedrock's geographic inference profiles route a call to a foundation model in any region of the geography.
 INFERENCE_PROFILE_PREFIXES = ("us.", "eu.", "apac.", "jp.", "au.", "ca.", "us-gov.", "global.")
@@ -136,7 +138,47 @@ class SentinelStack(cdk.Stack):
             table=self.tables.state,
             archive_retention_days=config.event_archive_retention_days,
         )
-        every_function = {**self.functions, names.AUTHORIZER_FUNCTION: self.authorizer}
+        self.integrity = Integrity(
+            self,
+            "Integrity",
+            retention_days=config.witness_retention_days,
+            table=self.tables.state,
+            dead_letters=self.relay.dead_letters,
+        )
+        for name, fn in self.functions.items():
+            if name != "health":  # every other function appends to chains: it verifies them first
+                self.integrity.grant_read(fn)
+                for key, value in self.integrity.environment(signing=False).items():
+                    fn.function.add_environment(key, value)
+        self.integrity_functions = {
+            name: ServiceFunction(
+                self,
+                _title(name),
+                name=name,
+                code=code,
+                layers=self.layers.all,
+                environment={
+                    **common_env,
+                    names.ENV_STATE_TABLE: self.tables.state.table_name,
+                    **self.integrity.environment(signing=True),
+                },
+                log_retention=retention,
+                description=description,
+            )
+            for name, description in (
+                (names.WITNESS_WRITER_FUNCTION, "Sentinel witness writer (checkpoints to the witness)"),
+                (names.CHAIN_VERIFIER_FUNCTION, "Sentinel chain verifier (chains against the witness)"),
+            )
+        }
+        self.integrity.feed_writer(self.integrity_functions[names.WITNESS_WRITER_FUNCTION])
+        verifier = self.integrity_functions[names.CHAIN_VERIFIER_FUNCTION]
+        verifier.grant(STATE_VERIFIER_ACTIONS, [self.tables.state.table_arn])
+        self.integrity.schedule_verifier(verifier)
+        every_function = {
+            **self.functions,
+            names.AUTHORIZER_FUNCTION: self.authorizer,
+            **self.integrity_functions,
+        }
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -216,6 +258,8 @@ class SentinelStack(cdk.Stack):
         output(names.OUTPUT_RELAY_DLQ_URL, self.relay.dead_letters.queue_url, "Relay dead-letter queue")
         output(names.OUTPUT_ALARM_TOPIC_ARN, self.monitoring.topic.topic_arn, "SNS topic of every alarm")
         output(names.OUTPUT_DASHBOARD, self.monitoring.dashboard.dashboard_name, "CloudWatch dashboard")
+        for key, (value, description) in self.integrity.outputs().items():
+            output(key, value, description)
         output(names.OUTPUT_PACKAGE_DIGEST, functions_zip.sha256, "sha256 of functions.zip (/v1/health)")
         for name, fn in functions.items():
             output(names.function_output_key(name), fn.function.function_name, f"The {name} function")

@@ -210,10 +210,8 @@ def verify_export(source: Path, key_file: str | None) -> int:
     return _report(lines)
 
 
-def add_audit_commands(sub: Any) -> None:
-    audit = sub.add_parser("audit", help="check the audit chains against the witness").add_subparsers(
-        dest="action", required=True
-    )
+def add_audit_commands(audit: Any) -> None:
+    """`verify` and `export`, beside `audit exposure`, in the `audit` command's subparsers."""
     verify = audit.add_parser("verify", help="verify chains against the witness; name the first bad seq")
     verify.add_argument("--project", help="the project whose chains to check")
     verify.add_argument("--candidate", help="only this candidate's chain")

@@ -73,6 +73,25 @@ def cmd_principals(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- audit -------------------------------------------------------------------------------------------
+
+
+def cmd_audit_exposure(args: argparse.Namespace) -> int:
+    operator = services_for(args).operator
+    try:
+        found = operator.exposure(args.principal)
+    except PrincipalRefused as refused:
+        return fail(refused.code, refused.message)
+    for entry in found:
+        print(json.dumps(entry, sort_keys=True))
+    print(
+        f"{len(found)} recorded ready decision(s) relied on {args.principal}"
+        + ("; treat their forge checks and receipts as exposed" if found else ""),
+        file=sys.stderr,
+    )
+    return 0
+
+
 # ---- serve -------------------------------------------------------------------------------------------
 
 
@@ -129,12 +148,27 @@ def parser() -> argparse.ArgumentParser:
     revoke = principals.add_parser("revoke", help="revoke a principal")
     revoke.add_argument("--id", required=True)
     revoke.add_argument(
-        "--compromised", action="store_true", help="also distrust all of its evidence from now on"
+        "--compromised",
+        action="store_true",
+        help="also withdraw everything it approved, attested, published or requested, on every candidate, "
+        "from now on (see `audit exposure` for what it already released)",
     )
     listing = principals.add_parser("list", help="list principals (never tokens)")
     for sp in (add, rotate, revoke, listing):
         add_store_options(sp)
         sp.set_defaults(run=cmd_principals)
+
+    audit = sub.add_parser("audit", help="audit what the gate recorded").add_subparsers(
+        dest="action", required=True
+    )
+    exposure = audit.add_parser(
+        "exposure",
+        help="list the recorded ready decisions that relied on a principal (one JSON object a line)",
+    )
+    exposure.add_argument("--principal", required=True, metavar="ID")
+    add_store_options(exposure)
+    exposure.set_defaults(run=cmd_audit_exposure)
+    add_audit_commands(audit)
 
     # The harness is imported only when it runs: a packaged runner carries `local` without `evaluation`.
     evaluate = sub.add_parser("eval", help="replay the scenario catalog twice through the real handlers")
@@ -155,7 +189,6 @@ def parser() -> argparse.ArgumentParser:
     )
     evaluate.set_defaults(run=cmd_eval)
 
-    add_audit_commands(sub)
     return p
 
 

@@ -84,9 +84,8 @@ class OutboxRelay:
     def run_once(self) -> int:
         moved = 0
         for pending in self.store.pending_outbox():
-            checkpoint = checkpoint_from_outbox(pending["item"])
-            if checkpoint is not None or pending["kind"] == "checkpoint":
-                if not self._witness(pending["pk"], checkpoint):
+            if pending["kind"] == "checkpoint":
+                if not self._witness(pending["pk"], checkpoint_from_outbox(pending["item"])):
                     continue  # the witness cannot be written now: the item waits for the next round
             else:
                 self.log.publish(

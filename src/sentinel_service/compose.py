@@ -21,13 +21,14 @@ from datetime import datetime
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
+from sentinel_service import names
 from sentinel_service.settings import Settings
 
 if TYPE_CHECKING:
     from sentinel_domain.integrity import ChainSeal
     from sentinel_domain.ports import Clock, Ids, Proposer, StateStore, StreamRef, Witness
     from sentinel_domain.usecases import Gate
-    from sentinel_domain.usecases.project_reads import ProjectCache
+    from sentinel_domain.usecases.project_reads import ChainCache
     from sentinel_service.adapters.principal_rules import PrincipalReader, PrincipalWriter
     from sentinel_service.operator import Operator
 
@@ -113,6 +114,7 @@ class Services:
         s3: Any = None,
         environ: Mapping[str, str] | None = None,
         timeouts: Mapping[str, Any] = API_TIMEOUTS,
+        hold_chains: bool | None = None,
     ) -> None:
         self.settings = settings
         self._dynamodb = dynamodb
@@ -130,6 +132,7 @@ class Services:
         self._create_chain_key = create_chain_key
         self._environ = environ
         self._timeouts = timeouts
+        self._hold_chains = hold_chains
         self._key_lock = threading.Lock()
 
     # ---- adapters --------------------------------------------------------------------------------------
@@ -249,12 +252,21 @@ class Services:
     # ---- what the process holds between requests ---------------------------------------------------------
 
     @cached_property
-    def project_cache(self) -> ProjectCache:
-        """The verified project chains decision reads reuse while their HEAD is unchanged: one per Services,
-        so one per Lambda container (bounded; see sentinel_domain.usecases.project_reads)."""
-        from sentinel_domain.usecases.project_reads import ProjectCache
+    def chain_cache(self) -> ChainCache | None:
+        """The verified chains (projects' and candidates') decision reads reuse while their HEAD is
+        unchanged: one per Services, so one per Lambda container (bounded; see
+        sentinel_domain.usecases.project_reads). Held only in AWS Lambda, where a hook read's partition
+        Query is most of its price; there an edit behind an unchanged head changes no answer until the
+        chain's head moves or the scheduled verifier marks it. Elsewhere (the local gate, the emulations)
+        every decision read verifies both chains in full, so tampering is seen at once."""
+        hold = self._hold_chains
+        if hold is None:
+            hold = self.settings.runtime == names.RUNTIME_AWS_LAMBDA
+        if not hold:
+            return None
+        from sentinel_domain.usecases.project_reads import ChainCache
 
-        return ProjectCache()
+        return ChainCache()
 
     # ---- the application ---------------------------------------------------------------------------------
 
@@ -268,7 +280,7 @@ class Services:
             self.ids,
             proposer=self.proposer,
             witness=self.witness,
-            project_cache=self.project_cache,
+            chain_cache=self.chain_cache,
             seal=self.chain_seal,
             reads_witness=self.local_witness,
             appends_witness=self.local_witness,
@@ -276,9 +288,11 @@ class Services:
 
     @cached_property
     def operator(self) -> Operator:
+        from sentinel_service.adapters.principal_changes import principal_changes
         from sentinel_service.operator import Operator
 
-        return Operator(self.gate, self.admin, self.token_key, self.clock)
+        changes = principal_changes(self.store, self.admin)
+        return Operator(self.gate, self.admin, self.token_key, self.clock, changes)
 
 
 class DeferredWitness:

@@ -30,6 +30,9 @@ OUTPUT_EVENT_ARCHIVE = "EventArchiveName"
 OUTPUT_RELAY_DLQ_URL = "RelayDeadLetterQueueUrl"
 OUTPUT_ALARM_TOPIC_ARN = "AlarmTopicArn"
 OUTPUT_DASHBOARD = "DashboardName"
+OUTPUT_WITNESS_BUCKET = "WitnessBucketName"
+OUTPUT_WITNESS_SIGNING_KEY_ID = "WitnessSigningKeyId"
+OUTPUT_CHAIN_KEY_SECRET_ARN = "ChainKeySecretArn"
 OUTPUT_PACKAGE_DIGEST = "PackageDigest"  # what /v1/health reports as package_digest
 # `make deploy` writes the outputs here ({stack name: {output key: value}}), relative to the repository.
 STACK_OUTPUTS_FILE = "build/stack-outputs.json"
@@ -61,6 +64,11 @@ ENV_PACKAGE_DIGEST = "SENTINEL_PACKAGE_DIGEST"
 # environment keeps the old key.
 ENV_TOKEN_KEY_GENERATION = "SENTINEL_TOKEN_KEY_GENERATION"
 ENV_RUNTIME = "SENTINEL_RUNTIME"
+# The chain key (a Secrets Manager secret apart from the token key), the witness bucket and the witness's
+# asymmetric signing key (issue 13: tamper evidence in AWS).
+ENV_CHAIN_KEY_SECRET_ARN = "SENTINEL_CHAIN_KEY_SECRET_ARN"
+ENV_WITNESS_BUCKET = "SENTINEL_WITNESS_BUCKET"
+ENV_WITNESS_SIGNING_KEY_ID = "SENTINEL_WITNESS_SIGNING_KEY_ID"
 RUNTIME_AWS_LAMBDA = "aws_lambda"
 
 # ---- tables ------------------------------------------------------------------------------------------------
@@ -75,7 +83,15 @@ PRINCIPALS_TTL_ATTRIBUTE = "ttl_epoch"
 # `dynamodb.NewImage` holds the item in DynamoDB JSON), so no field is lost in a transformation.
 EVENT_SOURCE = "sentinel.outbox-relay"
 DETAIL_TYPE_OUTBOX = "sentinel.outbox"  # an outbox item (sk begins with "O#", outbox_pending present)
-DETAIL_TYPE_CHECKPOINT = "sentinel.checkpoint"  # a chain HEAD image: the chain checkpoint
+DETAIL_TYPE_CHECKPOINT = "sentinel.checkpoint"  # no longer relayed: checkpoints feed the witness writer
+# The outbox kind of a chain checkpoint (the ChainSeal checkpoint, written in the accepted write's
+# transaction): the stream hands these to the witness writer, never to the bus.
+OUTBOX_KIND_CHECKPOINT = "checkpoint"
+
+# ---- the witness (S3 under Object Lock) and the chain verifier ---------------------------------------------
+WITNESS_WRITER_FUNCTION = "witness_writer"  # fed by the state table's stream (a pipe), never by the API
+CHAIN_VERIFIER_FUNCTION = "chain_verifier"  # runs every VERIFIER_SCHEDULE_MINUTES
+VERIFIER_SCHEDULE_MINUTES = 5
 
 # ---- metrics -----------------------------------------------------------------------------------------------
 # Decisions by outcome, emitted by the decision endpoints as embedded metric format (one line per decision):
@@ -90,3 +106,14 @@ DECISION_OUTCOMES = ("ready", "hold", "hold_error")
 GATEWAY_NAMESPACE = "Sentinel/Gateway"
 AUTHORIZER_DENIALS_METRIC = "AuthorizerDenials"
 GATEWAY_API_DIMENSION = "ApiId"
+
+# The witness writer and the chain verifier, as embedded metric format: namespace "Sentinel/Integrity", one
+# dimension set [["Service"]] (value SERVICE). TamperedChains (a chain failed verification against the
+# witness, or a fork was refused by it) and ForgedCheckpoints (an outbox checkpoint whose tag does not
+# verify) each page on their first count.
+INTEGRITY_NAMESPACE = "Sentinel/Integrity"
+INTEGRITY_DIMENSION = "Service"
+TAMPERED_CHAINS_METRIC = "TamperedChains"
+FORGED_CHECKPOINTS_METRIC = "ForgedCheckpoints"
+WITNESSED_CHECKPOINTS_METRIC = "WitnessedCheckpoints"
+VERIFIED_CHAINS_METRIC = "VerifiedChains"

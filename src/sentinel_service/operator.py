@@ -9,13 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sentinel_domain.errors import Refusal
 from sentinel_domain.models import Actor, Policy, ProjectConfig
 from sentinel_domain.ports import Clock, StreamRef
+from sentinel_domain.records import exposures
+from sentinel_domain.state import parse_facts
 from sentinel_domain.usecases import Gate
-from sentinel_service.adapters.principal_rules import PrincipalRefused, PrincipalWriter
+from sentinel_service.adapters.principal_changes import PrincipalChanges, sequential
+from sentinel_service.adapters.principal_rules import PrincipalRefused, PrincipalWriter, not_found
+
+T = TypeVar("T")
 
 # The operator as the project chain records it when it writes policies and configuration out of band.
 OPERATOR = Actor(id="operator", kind="human", roles=("admin",))
@@ -28,14 +33,25 @@ class Issued:
     created: bool  # False: the principal existed and was issued a fresh token (the old one stops working)
 
 
+# A principal change whose chain moved between its read and its transaction (DynamoDB) is tried again.
+CHANGE_ATTEMPTS = 3
+
+
 class Operator:
     def __init__(
-        self, gate: Gate, admin: PrincipalWriter, token_key: Callable[[], bytes], clock: Clock
+        self,
+        gate: Gate,
+        admin: PrincipalWriter,
+        token_key: Callable[[], bytes],
+        clock: Clock,
+        changes: PrincipalChanges = sequential,
     ) -> None:
         self.gate = gate
         self.admin = admin
         self._token_key = token_key
         self._clock = clock
+        # How a principal change and its chain events commit together (principal_changes).
+        self._changes = changes
 
     # ---- projects ----------------------------------------------------------------------------------------
 
@@ -75,37 +91,56 @@ class Operator:
         missing = [p for p in roles if not self.project_exists(p)]
         if missing:
             raise PrincipalRefused("NOT_FOUND", f"no project {', '.join(missing)}: create it first")
-        token = self.admin.add(
-            principal_id,
-            kind,
-            sponsor,
-            {p: list(r) for p, r in roles.items()},
-            ttl_seconds,
-            self._token_key(),
-            self._clock.now(),
-        )
-        for project, project_roles in roles.items():
-            self.gate.record_project_event(
-                project,
-                "principal.added",
-                {
-                    "principal_id": principal_id,
-                    "kind": kind,
-                    "sponsor": sponsor,
-                    "roles": list(project_roles),
-                },
+        clean = {p: list(r) for p, r in roles.items()}
+
+        def change(extra: Sequence[dict[str, Any]]) -> str:
+            return self.admin.add(
+                principal_id,
+                kind,
+                sponsor,
+                clean,
+                ttl_seconds,
+                self._token_key(),
+                self._clock.now(),
+                extra_items=extra,
             )
-        return token
+
+        def record() -> None:
+            for project, project_roles in roles.items():
+                self.gate.record_project_event(
+                    project,
+                    "principal.added",
+                    {
+                        "principal_id": principal_id,
+                        "kind": kind,
+                        "sponsor": sponsor,
+                        "roles": list(project_roles),
+                    },
+                )
+
+        return self._atomically(change, record)
 
     def rotate(self, principal_id: str, ttl_seconds: int | None = None) -> str:
-        token = self.admin.rotate(principal_id, ttl_seconds, self._token_key(), self._clock.now())
-        self._record_on_chains(principal_id, "principal.rotated", {})
-        return token
+        def change(extra: Sequence[dict[str, Any]]) -> str:
+            return self.admin.rotate(
+                principal_id, ttl_seconds, self._token_key(), self._clock.now(), extra_items=extra
+            )
+
+        return self._atomically(change, self._recorder(principal_id, "principal.rotated", {}))
 
     def revoke(self, principal_id: str, compromised: bool) -> dict[str, Any]:
-        self.admin.revoke(principal_id, compromised, self._clock.now())
-        self._record_on_chains(principal_id, "principal.revoked", {"compromised": bool(compromised)})
-        return {"principal_id": principal_id, "revoked": True, "compromised": bool(compromised)}
+        """Revoke for good. `compromised`: everything the principal approved, attested, published or requested
+        stops counting on every candidate of its projects, from the revocation on (DOMAIN.md rule 26); a
+        plain revocation only refuses it (and the principals it sponsors) from now on."""
+
+        def change(extra: Sequence[dict[str, Any]]) -> dict[str, Any]:
+            return self.admin.revoke(principal_id, compromised, self._clock.now(), extra_items=extra)
+
+        view = self._atomically(
+            change,
+            self._recorder(principal_id, "principal.revoked", {"compromised": bool(compromised)}),
+        )
+        return {"principal_id": principal_id, "revoked": True, "compromised": bool(view["compromised"])}
 
     def issue(
         self,
@@ -146,10 +181,88 @@ class Operator:
     def principal(self, principal_id: str) -> dict[str, Any] | None:
         return self.admin.get(principal_id)
 
-    def _record_on_chains(self, principal_id: str, type_: str, payload: dict[str, Any]) -> None:
-        view = self.admin.get(principal_id) or {}
-        for project in sorted(view.get("roles", {})):
-            self.gate.record_project_event(project, type_, {"principal_id": principal_id, **payload})
+    # ---- audit ---------------------------------------------------------------------------------------------
+
+    def exposure(self, principal_id: str) -> list[dict[str, Any]]:
+        """Every recorded `ready` decision, on every candidate of the projects the principal holds a role in,
+        that relied on it (DOMAIN.md rule 26): what it released is exposed, so its forge checks and receipts
+        are to be treated as exposed. A candidate chain that cannot be read whole or fails verification is
+        listed too (`relied_on_as: ["unverifiable"]`): what it hides cannot be ruled out."""
+        view = self.admin.get(principal_id)
+        if view is None:
+            raise not_found(principal_id)
+        found: list[dict[str, Any]] = []
+        for project in sorted(view["roles"]):
+            cursor: str | None = None
+            while True:
+                claims, cursor = self.gate.store.list_claims(project, 500, cursor)
+                for claim in claims:
+                    found.extend(self._candidate_exposure(project, claim, principal_id))
+                if cursor is None:
+                    break
+        return found
+
+    def _candidate_exposure(
+        self, project: str, claim: dict[str, Any], principal_id: str
+    ) -> list[dict[str, Any]]:
+        stream = self.gate.store.load(StreamRef(project, claim["candidate_id"]))
+        if stream is None:
+            return []
+        verification = self.gate.verify(stream)
+        try:
+            facts = parse_facts(stream.facts)
+            found = exposures(facts, principal_id) if stream.complete and verification.valid else None
+        except (ValueError, KeyError, TypeError):
+            found = None
+        if found is None:
+            reason = (
+                "the chain is larger than one read may page through"
+                if not stream.complete
+                else f"the chain fails verification at seq {verification.first_bad_seq} "
+                f"({verification.reason})"
+                if not verification.valid
+                else "a stored fact cannot be read"
+            )
+            return [
+                {
+                    "project": project,
+                    "candidate_id": claim["candidate_id"],
+                    "subject": claim.get("subject"),
+                    "revision": claim.get("revision"),
+                    "environment": claim.get("environment"),
+                    "relied_on_as": ["unverifiable"],
+                    "reason": reason,
+                    "exposed": True,
+                }
+            ]
+        return [{"project": project, **entry, "exposed": True} for entry in found]
+
+    def _recorder(self, principal_id: str, type_: str, payload: dict[str, Any]) -> Callable[[], None]:
+        """The chain events of a change to an existing principal: one on each project it holds a role in."""
+
+        def record() -> None:
+            view = self.admin.get(principal_id) or {}
+            for project in sorted(view.get("roles", {})):
+                self.gate.record_project_event(project, type_, {"principal_id": principal_id, **payload})
+
+        return record
+
+    def _atomically(self, change: Callable[[Sequence[dict[str, Any]]], T], record: Callable[[], None]) -> T:
+        for attempt in range(CHANGE_ATTEMPTS):
+            try:
+                result = self._changes(change, record)
+            except PrincipalRefused as refused:
+                self.gate.chain.deferred_checkpoints(deliver=False)  # never committed: never witnessed
+                if refused.code != "CONFLICT" or attempt == CHANGE_ATTEMPTS - 1:
+                    raise
+                continue
+            except BaseException:
+                self.gate.chain.deferred_checkpoints(deliver=False)
+                raise
+            # Committed: its checkpoints reach the witness now, as every other write's do before answering.
+            self.gate.chain.deferred_checkpoints(deliver=True)
+            return result
+        raise AssertionError("unreachable")  # the loop returns or raises
 
 
 __all__ = ["OPERATOR", "Issued", "Operator", "PrincipalRefused", "Refusal"]

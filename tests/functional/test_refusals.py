@@ -1368,11 +1368,11 @@ def test_review_over_256_kib_is_payload_too_large(api) -> None:
 
 def test_other_small_routes_over_256_kib_are_payload_too_large(api) -> None:
     r = ready_candidate(api)
-    for method, path in [
-        ("PUT", r.path + "/plan"),
-        ("POST", r.path + "/tasks/T1/reports"),
-        ("POST", r.path + "/actions/A1/executions"),
-        ("PUT", P + "/config"),
+    for method, path, caller in [
+        ("PUT", r.path + "/plan", "requester"),
+        ("POST", r.path + "/tasks/T1/reports", "requester"),
+        ("POST", r.path + "/actions/A1/executions", "requester"),
+        ("PUT", P + "/config", "admin"),
     ]:
         refused(
             api,
@@ -1381,6 +1381,7 @@ def test_other_small_routes_over_256_kib_are_payload_too_large(api) -> None:
             method,
             path,
             cid=r.cid,
+            as_=caller,
             raw=_padded({}, SMALL + 1),
             headers={"idempotency-key": "big"},
         )

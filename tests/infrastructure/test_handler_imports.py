@@ -17,7 +17,10 @@ from support.paths import REPO
 
 ROOT = REPO
 ROUTED = ("actions", "evidence", "gating", "health", "plans", "review")
-HANDLERS = (*ROUTED, "authorizer")
+# The witness writer and the chain verifier (issue 13): the chain seal and the core's audit, nothing more;
+# their AWS clients and the store are built on the first invocation (sentinel_service.witnessing).
+INTEGRITY = ("witness_writer", "chain_verifier")
+HANDLERS = (*ROUTED, "authorizer", *INTEGRITY)
 
 # What the validating resolver and the core bring: Powertools (which imports botocore's top package for
 # its user agent, and jmespath for its data classes), pydantic, rfc8785, defusedxml.
@@ -35,11 +38,16 @@ RESOLVER_DEPENDENCIES = frozenset(
         "typing_inspection",
     }
 )
-ALLOWED_THIRD_PARTY = {name: RESOLVER_DEPENDENCIES for name in ROUTED} | {
-    # botocore.exceptions to judge store errors, nothing else: the identity constants it needs live in the
-    # pydantic-free sentinel_domain.identity (pydantic would cost about 90 ms with bytecode, 200 ms without).
-    "authorizer": frozenset({"botocore"}),
-}
+ALLOWED_THIRD_PARTY = (
+    {name: RESOLVER_DEPENDENCIES for name in ROUTED}
+    | {
+        # botocore.exceptions to judge store errors, nothing else: the identity constants it needs live in
+        # the pydantic-free sentinel_domain.identity (pydantic would cost about 90 ms with bytecode, 200 ms
+        # without).
+        "authorizer": frozenset({"botocore"}),
+    }
+    | {name: frozenset({"rfc8785"}) for name in INTEGRITY}
+)
 # Powertools subpackages: aws_lambda_powertools/__init__ loads logging, metrics and tracing (the Tracer
 # class, never the X-Ray SDK); the event handler loads its data classes and jmespath helpers.
 ALLOWED_POWERTOOLS = {
@@ -58,9 +66,9 @@ ALLOWED_POWERTOOLS = {
         }
     )
     for name in ROUTED
-} | {"authorizer": frozenset()}
+} | {name: frozenset() for name in ("authorizer", *INTEGRITY)}
 ALLOWED_POWERTOOLS_UTILITIES = {name: frozenset({"data_classes", "jmespath_utils"}) for name in ROUTED} | {
-    "authorizer": frozenset()
+    name: frozenset() for name in ("authorizer", *INTEGRITY)
 }
 
 # Never at import, whatever the handler: each would cost every cold start and do nothing for it.

@@ -132,19 +132,25 @@ def test_access_logs_are_json_and_never_carry_the_authorization_header(synthesiz
 def test_nothing_is_public_but_the_health_and_openapi_routes(synthesized: Synthesized) -> None:
     # Given every resource of the stack
     kinds = {r["Type"] for r in synthesized.resources.values()}
-    # Then nothing is reachable from outside except through the API: no function URL, bucket, domain or
-    # second API
+    # Then nothing is reachable from outside except through the API: no function URL, domain or second API,
+    # and the one bucket (the witness) blocks every kind of public access
+    for bucket in synthesized.properties("AWS::S3::Bucket"):
+        assert set(bucket["PublicAccessBlockConfiguration"].values()) == {True}
     assert not kinds & {
         "AWS::Lambda::Url",
-        "AWS::S3::Bucket",
         "AWS::ApiGatewayV2::DomainName",
         "AWS::ApiGateway::RestApi",
         "AWS::CloudFront::Distribution",
         "AWS::Events::EventBusPolicy",
     }
-    # And only API Gateway of this API may invoke a function, on a named route or as the authorizer
+    # And only API Gateway of this API may invoke a function, on a named route or as the authorizer (the
+    # one exception: the verifier's schedule, tests/infrastructure/test_stack_integrity.py)
     (api_id,) = synthesized.of_type("AWS::ApiGatewayV2::Api")
+    (rule_id,) = synthesized.of_type("AWS::Events::Rule")
     for permission in synthesized.properties("AWS::Lambda::Permission"):
+        if permission["Principal"] == "events.amazonaws.com":
+            assert ref_name(permission["SourceArn"]) == rule_id
+            continue
         assert permission["Principal"] == "apigateway.amazonaws.com"
         assert api_id in json.dumps(permission["SourceArn"])
     # And no resource policy allows anyone at all

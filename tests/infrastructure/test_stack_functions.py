@@ -12,7 +12,15 @@ from sentinel_infra.config import DeploymentConfig
 from sentinel_infra.constructs.service_function import API_GATEWAY_LIMIT_SECONDS, timeout_seconds
 from sentinel_service import names
 from sentinel_service.settings import Settings
-from support.infra import EVERY_FUNCTION, MODEL_ID, STACK, Synthesized, functions_by_name, ref_name
+from support.infra import (
+    ALL_FUNCTIONS,
+    EVERY_FUNCTION,
+    MODEL_ID,
+    STACK,
+    Synthesized,
+    functions_by_name,
+    ref_name,
+)
 
 
 def digests(synth: Synthesized) -> dict[str, Any]:
@@ -22,8 +30,9 @@ def digests(synth: Synthesized) -> dict[str, Any]:
 def test_one_function_per_concern_plus_the_authorizer(synthesized: Synthesized) -> None:
     # Given the synthesized stack
     functions = functions_by_name(synthesized)
-    # Then there is exactly one function per name in the route table, and the authorizer
-    assert sorted(functions) == sorted(EVERY_FUNCTION)
+    # Then there is exactly one function per name in the route table, the authorizer, the witness writer and
+    # the chain verifier
+    assert sorted(functions) == sorted(ALL_FUNCTIONS)
     for name, (_, props) in functions.items():
         assert props["Handler"] == f"sentinel_service.handlers.{name}.handler"
 
@@ -39,7 +48,8 @@ def test_every_function_runs_on_the_one_runtime_with_json_logs_tracing_and_bound
         assert props["LoggingConfig"]["LogFormat"] == "JSON"
         assert ref_name(props["LoggingConfig"]["LogGroup"]) in synthesized.of_type("AWS::Logs::LogGroup")
         assert props["TracingConfig"] == {"Mode": "Active"}
-        assert props["Timeout"] == timeout_seconds(name) < API_GATEWAY_LIMIT_SECONDS
+        limit = API_GATEWAY_LIMIT_SECONDS if name in EVERY_FUNCTION else names.VERIFIER_SCHEDULE_MINUTES * 60
+        assert props["Timeout"] == timeout_seconds(name) < limit
 
 
 def test_every_log_group_has_the_configured_retention(synthesized: Synthesized) -> None:

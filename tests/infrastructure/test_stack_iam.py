@@ -9,7 +9,17 @@ import pytest
 
 from sentinel_infra.stack import PRINCIPAL_READER_ACTIONS, STATE_PROBE_ACTIONS, STATE_WRITER_ACTIONS
 from sentinel_service import names
-from support.infra import EVERY_FUNCTION, REPO, Synthesized, as_list, functions_by_name, ref_name, statements
+from support.infra import (
+    ALL_FUNCTIONS,
+    EVERY_FUNCTION,
+    REPO,
+    Synthesized,
+    as_list,
+    functions_by_name,
+    ref_name,
+    resource_key,
+    statements,
+)
 
 # The DynamoDB calls the local runner's relay makes; on AWS the relay is the stream and the pipes.
 RELAY_ONLY = {"_scan", "pending_outbox", "mark_relayed", "chain_heads"}
@@ -84,9 +94,25 @@ def grants(synth: Synthesized, function: str) -> dict[str, set[str]]:
     for statement in policies_of(synth, role_of(synth, function)):
         assert statement["Effect"] == "Allow"
         for resource in as_list(statement["Resource"]):
-            key = ref_name(resource) or (resource if isinstance(resource, str) else repr(resource))
+            key = resource_key(resource)
             found.setdefault(key, set()).update(as_list(statement["Action"]))
     return found
+
+
+def token_key_id(synth: Synthesized) -> str:
+    (secret,) = [k for k in synth.of_type("AWS::SecretsManager::Secret") if k.startswith("TokenKey")]
+    return secret
+
+
+def witness_reads(synth: Synthesized) -> dict[str, set[str]]:
+    """What a function that appends to chains may do to compare them with the witness (integrity.py)."""
+    (chain_key,) = [k for k in synth.of_type("AWS::SecretsManager::Secret") if k.startswith("Integrity")]
+    (bucket,) = synth.of_type("AWS::S3::Bucket")
+    return {
+        chain_key: {"secretsmanager:GetSecretValue"},
+        bucket: {"s3:ListBucket", "s3:ListBucketVersions"},
+        f"{bucket}/*": {"s3:GetObject", "s3:GetObjectVersion"},
+    }
 
 
 def table_ids(synth: Synthesized) -> tuple[str, str]:
@@ -117,7 +143,7 @@ def test_each_function_has_its_own_role_with_only_its_actions(
 ) -> None:
     # Given one function's role and the tables
     state, principals = table_ids(synthesized)
-    (secret,) = synthesized.of_type("AWS::SecretsManager::Secret")
+    secret = token_key_id(synthesized)
     allowed = grants(synthesized, function)
     log_group = ref_name(functions_by_name(synthesized)[function][1]["LoggingConfig"]["LogGroup"])
     # Then its role is its own and carries no managed policy
@@ -137,18 +163,19 @@ def test_each_function_has_its_own_role_with_only_its_actions(
         assert allowed == {state: set(STATE_PROBE_ACTIONS)}
     elif function == "plans":
         bedrock = {k: v for k, v in allowed.items() if "bedrock" in k}
-        assert allowed == {state: set(STATE_WRITER_ACTIONS), **bedrock}
+        assert allowed == {state: set(STATE_WRITER_ACTIONS), **bedrock, **witness_reads(synthesized)}
         assert set().union(*bedrock.values()) == {"bedrock:InvokeModel"}
     else:
-        assert allowed == {state: set(STATE_WRITER_ACTIONS)}
+        # And every chain writer reads the chain key and the witness, and writes no witness record
+        assert allowed == {state: set(STATE_WRITER_ACTIONS), **witness_reads(synthesized)}
 
 
 def test_no_function_may_write_the_principals_table_or_read_the_token_key_but_the_authorizer(
     synthesized: Synthesized,
 ) -> None:
     _, principals = table_ids(synthesized)
-    (secret,) = synthesized.of_type("AWS::SecretsManager::Secret")
-    for function in EVERY_FUNCTION:
+    secret = token_key_id(synthesized)
+    for function in ALL_FUNCTIONS:
         # Given each function's grants
         allowed = grants(synthesized, function)
         # Then none holds a write on the principals table

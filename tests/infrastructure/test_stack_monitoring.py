@@ -10,7 +10,14 @@ from sentinel_infra.config import DeploymentConfig
 from sentinel_infra.constructs.service_function import timeout_seconds
 from sentinel_service import names
 from sentinel_service.adapters import decision_metrics
-from support.infra import ALARM_EMAIL, EVERY_FUNCTION, Synthesized, as_list, functions_by_name, ref_name
+from support.infra import (
+    ALARM_EMAIL,
+    ALL_FUNCTIONS,
+    Synthesized,
+    as_list,
+    functions_by_name,
+    ref_name,
+)
 
 
 def alarms(synth: Synthesized) -> dict[str, dict[str, Any]]:
@@ -25,7 +32,7 @@ def function_dimension(props: dict[str, Any]) -> str | None:
     return ref_name(next(d["Value"] for d in props["Dimensions"] if d["Name"] == "FunctionName"))
 
 
-@pytest.mark.parametrize("function", EVERY_FUNCTION)
+@pytest.mark.parametrize("function", ALL_FUNCTIONS)
 def test_every_function_alarms_on_errors_throttles_spikes_and_slow_p95(
     synthesized: Synthesized, function: str
 ) -> None:
@@ -57,7 +64,7 @@ def test_every_alarm_notifies_the_alarm_topic(synthesized: Synthesized) -> None:
     # Given the one topic, then every alarm sends to it
     (topic_id,) = synthesized.of_type("AWS::SNS::Topic")
     found = alarms(synthesized)
-    assert len(found) == 4 * len(EVERY_FUNCTION) + 9
+    assert len(found) == 4 * len(ALL_FUNCTIONS) + 9 + 2  # + the tamper and forged-checkpoint alarms
     for name, props in found.items():
         assert [ref_name(a) for a in props["AlarmActions"]] == [topic_id], name
         assert props["AlarmDescription"], name
@@ -181,7 +188,8 @@ def test_the_alarm_topic_is_encrypted_mails_the_operator_and_admits_cloudwatch_a
 ) -> None:
     # Given the topic, its key and its subscription
     (topic,) = synthesized.properties("AWS::SNS::Topic")
-    ((key_id, key),) = synthesized.of_type("AWS::KMS::Key").items()
+    key_id = ref_name(topic["KmsMasterKeyId"])
+    key = synthesized.resources[key_id]
     (subscription,) = synthesized.properties("AWS::SNS::Subscription")
     # Then the topic is encrypted with a rotating key CloudWatch and Budgets may use
     assert ref_name(topic["KmsMasterKeyId"]) == key_id

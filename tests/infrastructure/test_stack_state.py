@@ -57,14 +57,23 @@ def test_the_tables_have_the_key_schema_the_code_creates_locally(synthesized: Sy
     assert "StreamSpecification" not in found["principals"]["Properties"]
 
 
+WITNESS_FEED = "witness writer"
+
+
 def pipes(synth: Synthesized) -> dict[str, dict[str, Any]]:
+    """The pipes on the state table's stream, by what they deliver: a detail type on the bus, or the feed of
+    the witness writer (tests/infrastructure/test_stack_integrity.py)."""
     return {
-        p["TargetParameters"]["EventBridgeEventBusParameters"]["DetailType"]: p
+        (
+            p["TargetParameters"]["EventBridgeEventBusParameters"]["DetailType"]
+            if "EventBridgeEventBusParameters" in p["TargetParameters"]
+            else WITNESS_FEED
+        ): p
         for p in synth.properties("AWS::Pipes::Pipe")
     }
 
 
-def test_two_pipes_relay_outbox_items_and_chain_heads_from_the_stream_to_the_bus(
+def test_one_pipe_relays_outbox_items_from_the_stream_to_the_bus(
     synthesized: Synthesized,
 ) -> None:
     # Given the pipes, the state table and the bus
@@ -75,9 +84,9 @@ def test_two_pipes_relay_outbox_items_and_chain_heads_from_the_stream_to_the_bus
     )
     (bus_id,) = synthesized.of_type("AWS::Events::EventBus")
     relays = pipes(synthesized)
-    # Then there is one pipe per kind of record
-    assert set(relays) == {names.DETAIL_TYPE_OUTBOX, names.DETAIL_TYPE_CHECKPOINT}
-    for pipe in relays.values():
+    # Then there is one pipe for side effects (checkpoints feed the witness writer, not the bus)
+    assert set(relays) == {names.DETAIL_TYPE_OUTBOX, WITNESS_FEED}
+    for pipe in [relays[names.DETAIL_TYPE_OUTBOX]]:
         # And each reads the state table's stream from its oldest record and puts events on the bus
         assert pipe["Source"] == {"Fn::GetAtt": [state_id, "StreamArn"]}
         assert ref_name(pipe["Target"]) == bus_id
@@ -89,13 +98,15 @@ def test_two_pipes_relay_outbox_items_and_chain_heads_from_the_stream_to_the_bus
         assert pipe["TargetParameters"]["EventBridgeEventBusParameters"]["Source"] == names.EVENT_SOURCE
 
 
-def stream_record(sk: str, **attributes: str) -> dict[str, Any]:
-    image = {"pk": {"S": "P#demo#C#cand_1"}, "sk": {"S": sk}, **{k: {"S": v} for k, v in attributes.items()}}
-    return {"eventName": "INSERT", "dynamodb": {"NewImage": image}}
+def stream_record(sk: str, event_name: str = "INSERT", **attributes: str) -> dict[str, Any]:
+    keys = {"pk": {"S": "P#demo#C#cand_1"}, "sk": {"S": sk}}
+    image = {**keys, **{k: {"S": v} for k, v in attributes.items()}}
+    body = {"Keys": keys} if event_name == "REMOVE" else {"Keys": keys, "NewImage": image}
+    return {"eventName": event_name, "dynamodb": body}
 
 
 def matches(pattern: Any, event: Any) -> bool:
-    """EventBridge's matching for the operators the filters use: values, prefix and exists."""
+    """EventBridge's matching for the operators the filters use: values, prefix, anything-but and exists."""
     if isinstance(pattern, dict):
         return isinstance(event, dict) and all(
             matches(value, event.get(key)) if not _is_exists(value) else (key in event) == value[0]["exists"]
@@ -103,6 +114,12 @@ def matches(pattern: Any, event: Any) -> bool:
         )
     return any(
         (
+            isinstance(option, dict)
+            and "anything-but" in option
+            and isinstance(event, str)
+            and event not in option["anything-but"]
+        )
+        or (
             isinstance(option, dict)
             and "prefix" in option
             and isinstance(event, str)
@@ -125,13 +142,19 @@ def _is_exists(value: Any) -> bool:
             names.DETAIL_TYPE_OUTBOX,
         ),
         (stream_record("O#0000000003-0", outbox_kind="dispatch_checks"), None),  # already relayed
-        (stream_record("HEAD", seq="3", hash="ab"), names.DETAIL_TYPE_CHECKPOINT),
-        (stream_record("E#0000000003"), None),  # an audit event: the head's checkpoint covers it
+        # A checkpoint outbox item feeds the witness writer, never the bus
+        (stream_record("O#cp-3", outbox_pending="1", outbox_kind="checkpoint"), WITNESS_FEED),
+        # Every change to a chain's head or events, whoever made it, tells the writer the chain moved
+        (stream_record("HEAD", seq="3", hash="ab"), WITNESS_FEED),
+        (stream_record("HEAD", "MODIFY", seq="2", hash="ab"), WITNESS_FEED),
+        (stream_record("E#0000000003"), WITNESS_FEED),
+        (stream_record("E#0000000003", "REMOVE"), WITNESS_FEED),
+        (stream_record("O#cp-3", "MODIFY", outbox_kind="checkpoint"), None),  # only new checkpoints
         (stream_record("I#abc", outbox_pending="1"), None),  # not an outbox item, whatever its attributes
         (stream_record("U#abc"), None),
     ],
 )
-def test_the_filters_let_through_pending_outbox_items_and_chain_heads_only(
+def test_the_filters_let_through_pending_side_effects_checkpoints_and_chain_changes_only(
     synthesized: Synthesized, record: dict[str, Any], relayed_as: str | None
 ) -> None:
     # Given the pipes' filters
@@ -150,8 +173,8 @@ def test_the_filters_let_through_pending_outbox_items_and_chain_heads_only(
 def test_the_relay_role_reads_only_the_stream_and_writes_only_the_bus_and_its_dead_letters(
     synthesized: Synthesized,
 ) -> None:
-    # Given the role the pipes assume
-    (role_id,) = {ref_name(p["RoleArn"]) for p in pipes(synthesized).values()}
+    # Given the role the relay's pipe assumes
+    role_id = ref_name(pipes(synthesized)[names.DETAIL_TYPE_OUTBOX]["RoleArn"])
     role = synthesized.resources[role_id]["Properties"]
     granted = [
         s

@@ -1,7 +1,7 @@
 """A decision reads the candidate's state with one strongly consistent Query (plus its pages), and the
-project's with one strongly consistent Query on a container's first read, then one GetItem of its HEAD while
-that head is unchanged. Read units are computed from the items returned, by DynamoDB's rules (moto's own
-ConsumedCapacity is a placeholder)."""
+project's with one strongly consistent Query on a container's first read; a Lambda container then reads one
+GetItem of each chain's HEAD while that head is unchanged. Read units are computed from the items returned,
+by DynamoDB's rules (moto's own ConsumedCapacity is a placeholder)."""
 
 import math
 from collections import Counter
@@ -87,7 +87,7 @@ def dynamo_world(monkeypatch):
 
         client = RecordingClient(boto3.client("dynamodb"))
         ensure_tables(client.client, "state", "principals")
-        world = World(store=DynamoStateStore(client, "state", page_size=3))
+        world = World(store=DynamoStateStore(client, "state", page_size=3), hold_chains=True)
         yield world, client
 
 
@@ -116,9 +116,9 @@ def test_a_decision_reads_the_candidate_with_one_consistent_query_and_its_pages(
     assert not [k for k in client.calls if k[0] != "query"]
 
 
-def test_a_hook_read_gets_the_project_head_and_queries_the_candidate(dynamo_world) -> None:
+def test_a_hook_read_gets_both_heads_then_queries_only_a_chain_that_moved(dynamo_world) -> None:
     world, client = dynamo_world
-    # Given a candidate on DynamoDB (pages of 3 items) and a first decision read that held the project's chain
+    # Given a candidate on DynamoDB (pages of 3 items) and a first decision read that held both chains
     cid = world.candidate()["candidate_id"]
     world.gate.add_change_context(
         PROJECT,
@@ -127,19 +127,28 @@ def test_a_hook_read_gets_the_project_head_and_queries_the_candidate(dynamo_worl
         ChangeContextRequest.model_validate({"change": {"files": ["services/payments/api.py"]}}),
         None,
     )
-    world.gate.propose(PROJECT, cid, REQUESTER, None, None)
     client.clear()
     first = world.gate.decision(PROJECT, cid, REQUESTER, None).as_json()
     cold_rru = sum(client.rru.values())
     client.clear()
-    # When the hook reads the decision again, the project unchanged
+    # When the hook reads the decision again, nothing changed
     again = world.gate.decision(PROJECT, cid, REQUESTER, None).as_json()
-    # Then the candidate's partition was read by one paged, strongly consistent Query, the project's by one
-    # strongly consistent GetItem of its HEAD, and nothing else
+    # Then each chain was read by one strongly consistent GetItem of its HEAD, one read unit each, and nothing
+    # else: the read no longer grows with either chain
     candidate_pk, project_pk = f"P#{PROJECT}#C#{cid}", f"P#{PROJECT}"
-    assert dict(client.calls) == {("query", candidate_pk, True): 2, ("get_item", project_pk, True): 1}
-    # And the HEAD cost one read unit: the project's read no longer grows with its chain
-    assert client.rru[("get_item", project_pk, True)] == 1
-    assert sum(client.rru.values()) == client.rru[("query", candidate_pk, True)] + 1 < cold_rru
+    assert dict(client.calls) == {("get_item", candidate_pk, True): 1, ("get_item", project_pk, True): 1}
+    assert client.rru == {("get_item", candidate_pk, True): 1, ("get_item", project_pk, True): 1}
+    assert sum(client.rru.values()) == 2 < cold_rru
     # And the answer is the one the whole read gave
     assert again == first
+    # When the candidate's chain moves (a proposal is stored) and the hook reads again
+    world.gate.propose(PROJECT, cid, REQUESTER, None, None)
+    client.clear()
+    world.gate.decision(PROJECT, cid, REQUESTER, None).as_json()
+    # Then the candidate was read by its HEAD and one paged, strongly consistent Query; the project by its
+    # HEAD
+    assert dict(client.calls) == {
+        ("get_item", candidate_pk, True): 1,
+        ("query", candidate_pk, True): 2,
+        ("get_item", project_pk, True): 1,
+    }

@@ -158,6 +158,30 @@ def test_the_authorizer_refuses_revoked_and_expired_tokens(authorize: Handler, a
     assert authorize(event("Bearer " + expired), None) == {"isAuthorized": False}
 
 
+def test_the_authorizer_refuses_a_principal_whose_sponsor_is_revoked(
+    authorize: Handler, admin: PrincipalAdmin, client: Any, monkeypatch: pytest.MonkeyPatch
+):
+    # Given an agent sponsored by a human, and a human without a sponsor
+    add_human(admin)
+    human = add_human(admin, "rita")
+    agent = admin.add("agent-1", "agent", "hank", {"demo": ["requester"]}, None, KEY, NOW)
+    reads: list[str] = []
+    original = client.get_item
+    monkeypatch.setattr(client, "get_item", lambda **kw: reads.append(kw["Key"]["pk"]["S"]) or original(**kw))
+    # When the agent's token is presented  Then it passes, at the cost of one more read (its sponsor's)
+    assert authorize(event("Bearer " + agent), None)["isAuthorized"] is True
+    assert [r.split("#")[0] for r in reads] == ["TOKEN", "PRINCIPAL", "PRINCIPAL"] and reads[
+        -1
+    ] == "PRINCIPAL#hank"
+    # And an unsponsored principal costs no extra read
+    reads.clear()
+    assert authorize(event("Bearer " + human), None)["isAuthorized"] is True
+    assert len(reads) == 2
+    # When the sponsor is revoked  Then the agent is refused as if revoked itself (API Gateway answers 403)
+    admin.revoke("hank", False, NOW)
+    assert authorize(event("Bearer " + agent), None) == {"isAuthorized": False}
+
+
 def test_the_authorizer_fails_closed_when_the_table_is_unreadable(aws: None):
     # Given an authorizer whose table does not exist
     services = compose(

@@ -231,6 +231,53 @@ def test_revocation_invalidates_the_token(admin: Any, directory: Any):
     assert refusal(lambda: admin.rotate("hank", None, KEY, NOW)) == "PRINCIPAL_REVOKED"
 
 
+def test_a_principal_whose_sponsor_is_revoked_is_refused_as_if_revoked(admin: Any, directory: Any):
+    # Given an agent and a ci principal sponsored by a human, and an agent sponsored by another human
+    add_human(admin)
+    add_human(admin, "rita")
+    agent = admin.add("agent-1", "agent", "hank", {"demo": ["requester"]}, None, KEY, NOW)
+    ci = admin.add("ci-1", "ci", "hank", {"demo": ["publisher"]}, None, KEY, NOW)
+    other = admin.add("agent-2", "agent", "rita", {"demo": ["requester"]}, None, KEY, NOW)
+    assert directory.authenticate(agent, KEY, NOW) is not None
+    # When the sponsor is revoked (plainly, not as compromised)
+    admin.revoke("hank", False, NOW)
+    # Then every principal it sponsors is refused, though none of them was revoked itself
+    assert directory.authenticate(agent, KEY, NOW) is None
+    assert directory.authenticate(ci, KEY, NOW) is None
+    stored = admin.get("agent-1")
+    assert stored is not None and stored["revoked"] is False
+    # And a principal sponsored by someone else still stands
+    assert directory.authenticate(other, KEY, NOW) is not None
+
+
+def test_a_principal_whose_sponsor_is_revoked_is_not_rotated(admin: Any):
+    # Given an agent whose sponsor was revoked
+    add_human(admin)
+    admin.add("agent-1", "agent", "hank", {"demo": ["requester"]}, None, KEY, NOW)
+    admin.revoke("hank", False, NOW)
+    # When its token is rotated  Then refused: the new token could never be used
+    assert refusal(lambda: admin.rotate("agent-1", None, KEY, NOW)) == "SPONSOR_INVALID"
+
+
+def test_a_sponsor_whose_own_token_expired_still_holds(admin: Any, directory: Any):
+    # Given an agent sponsored by a human whose token lives one hour
+    admin.add("hank", "human", None, {"demo": ["reviewer"]}, 3600, KEY, NOW)
+    agent = admin.add("agent-1", "agent", "hank", {"demo": ["requester"]}, None, KEY, NOW)
+    # When the sponsor's token has expired (expiry is not revocation)
+    later = NOW + timedelta(hours=2)
+    # Then the agent still authenticates
+    assert directory.authenticate(agent, KEY, later) is not None
+
+
+def test_a_missing_sponsor_refuses_its_principals(kit: PrincipalKit, admin: Any, directory: Any):
+    # Given an agent whose sponsor's entry is gone (a partial restore): it cannot be shown to act for anyone
+    add_human(admin)
+    agent = admin.add("agent-1", "agent", "hank", {"demo": ["requester"]}, None, KEY, NOW)
+    kit.delete_principal("hank")
+    # When the agent's token is presented  Then it is refused
+    assert directory.authenticate(agent, KEY, NOW) is None
+
+
 def test_revoking_again_may_only_add_compromised(admin: Any):
     # Given a principal revoked as compromised
     add_human(admin)

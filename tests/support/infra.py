@@ -15,7 +15,10 @@ if str(REPO) not in sys.path:  # app.py and infra/ live at the repository root, 
 from sentinel_service import names  # noqa: E402
 from sentinel_service.http.routes import FUNCTIONS  # noqa: E402
 
-EVERY_FUNCTION = (*FUNCTIONS, names.AUTHORIZER_FUNCTION)
+EVERY_FUNCTION = (*FUNCTIONS, names.AUTHORIZER_FUNCTION)  # the API's functions
+# Invoked by the state table's stream and by a schedule, never through the API (issue 13).
+INTEGRITY_FUNCTIONS = (names.WITNESS_WRITER_FUNCTION, names.CHAIN_VERIFIER_FUNCTION)
+ALL_FUNCTIONS = (*EVERY_FUNCTION, *INTEGRITY_FUNCTIONS)
 
 # A context that takes every optional branch (an alarm e-mail, a Bedrock model behind a cross-region
 # inference profile), so their resources and acknowledgements are checked too.
@@ -52,6 +55,18 @@ def ref_name(value: Any) -> str | None:
     if isinstance(value, dict) and "Fn::GetAtt" in value:
         return value["Fn::GetAtt"][0]
     return None
+
+
+def resource_key(resource: Any) -> str:
+    """A policy resource as `<logical id>` or `<logical id>/<suffix>` (for bucket object ARNs)."""
+    name = ref_name(resource)
+    if name:
+        return name
+    if isinstance(resource, dict) and "Fn::Join" in resource:
+        sep, parts = resource["Fn::Join"]
+        if len(parts) == 2 and ref_name(parts[0]) and isinstance(parts[1], str):
+            return f"{ref_name(parts[0])}{parts[1]}"
+    return resource if isinstance(resource, str) else repr(resource)
 
 
 def statements(policy: dict[str, Any]) -> list[dict[str, Any]]:

@@ -33,6 +33,9 @@ class PrincipalKit(Protocol):
     def stored_text(self) -> str:
         """Everything stored about principals and tokens, as text."""
 
+    def delete_principal(self, principal_id: str) -> None:
+        """Remove a principal's entry behind the admin's back (a partial restore)."""
+
     def unreadable(self) -> tuple[Any, Any]:
         """A directory and an admin over a store that cannot be read."""
 
@@ -70,6 +73,9 @@ class DynamoPrincipals:
 
     def stored_text(self) -> str:
         return json.dumps(self._items())
+
+    def delete_principal(self, principal_id: str) -> None:
+        self.client.delete_item(TableName=TABLE, Key={"pk": {"S": "PRINCIPAL#" + principal_id}})
 
     def unreadable(self) -> tuple[Any, Any]:
         return PrincipalDirectory(self.client, "missing-table"), PrincipalAdmin(self.client, "missing-table")
@@ -119,6 +125,13 @@ class SqlitePrincipals:
             rows = [*raw.execute("SELECT * FROM principals"), *raw.execute("SELECT * FROM tokens")]
             files = [self.path, self.path.with_name(self.path.name + "-wal")]  # every byte on disk too
             return json.dumps(rows) + "".join(f.read_bytes().decode("latin-1") for f in files if f.exists())
+        finally:
+            raw.close()
+
+    def delete_principal(self, principal_id: str) -> None:
+        raw = self._raw()
+        try:
+            raw.execute("DELETE FROM principals WHERE id = ?", (principal_id,))
         finally:
             raw.close()
 

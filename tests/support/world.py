@@ -80,7 +80,9 @@ OUTSIDER = actor("eve", "human")
 class World:
     """A project with two policies and a config, ready for candidates."""
 
-    def __init__(self, config: dict | None = None, store=None, witness=None) -> None:
+    def __init__(
+        self, config: dict | None = None, store=None, witness=None, hold_chains: bool | None = None
+    ) -> None:
         self.store = store if store is not None else MemoryStore()
         self.clock = FixedClock(START)
         self.ids = SequentialIds()
@@ -95,6 +97,7 @@ class World:
             proposer=NoModel(),
             seal=SEAL,
             witness=self.witness,
+            hold_chains=hold_chains,
         )
         self.gate = self.services.gate
         self.gate.create_project(PROJECT)

@@ -17,6 +17,7 @@ from sentinel_domain.models import (
     ReviewRequest,
     SettlementRequest,
 )
+from sentinel_domain.plan_walk import PlanWalk
 from sentinel_domain.ports import Stream, StreamRef
 from sentinel_domain.usecases import Gate
 from support.world import (
@@ -35,6 +36,18 @@ from support.world import (
 )
 
 PAYMENTS = ("services/payments/api.py",)
+
+
+@pytest.fixture(autouse=True, params=["walk", "every-pair-judged"])
+def judging(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs twice: as decisions run (the plan walk passes over the pairs its bounds show
+    satisfied), and with every (check, obligation) pair judged in full by the Judge. Both must give the
+    findings each test expects, so the walk never passes over a pair the Judge would hold on."""
+    if request.param == "every-pair-judged":
+        monkeypatch.setattr(PlanWalk, "to_judge", lambda self, *_: list(range(len(self.pairs))))
+    return str(request.param)
+
+
 OBSERVED = "2026-11-29T11:59:00Z"  # one minute before the world's START
 HINT = UNIT_POLICY["remediation_hint"]
 
@@ -398,10 +411,13 @@ def test_evidence_untrusted_after_its_publisher_is_revoked_as_compromised(world:
     world.gate.record_project_event(
         PROJECT, "principal.revoked", {"principal_id": CI.id, "compromised": True}
     )
-    # Then all of its evidence is untrusted from then on
+    # Then all of its evidence is untrusted from then on (and its attestation no longer counts either)
     decision = decide(world, cand.cid)
-    assert codes(decision) == ["EVIDENCE_UNTRUSTED"]
-    assert where(the(decision, "EVIDENCE_UNTRUSTED")) == (cand.obligation, "C1", "T1")
+    assert codes(decision) == ["ATTESTATION_REVOKED", "EVIDENCE_UNTRUSTED"]
+    untrusted = the(decision, "EVIDENCE_UNTRUSTED")
+    assert where(untrusted) == (cand.obligation, "C1", "T1")
+    assert "revoked as compromised at 2026-11-29T12:00:01" in untrusted["detail"]
+    assert untrusted["remediation_hint"] and "not compromised" in untrusted["remediation_hint"]
     # And a what-if read before the revocation still sees it trusted
     assert decide(world, cand.cid, as_of=before)["decision"] == "ready"
 

@@ -603,7 +603,6 @@ def test_a_default_changed_breaks_senders_who_relied_on_it():
     [
         ({"type": "object", "discriminator": {"propertyName": "kind"}}, {"type": "object"}),
         ({"if": {"required": ["a"]}, "then": {"required": ["b"]}}, {"if": {"required": ["a"]}, "then": {}}),
-        ({"type": "string", "readOnly": True}, {"type": "string"}),
         ({"allOf": [{"type": "object"}]}, {"allOf": [{"type": "object"}, {"required": ["a"]}]}),
     ],
 )

@@ -13,7 +13,7 @@ from sentinel_domain.memory import MemoryStore
 from sentinel_domain.models import Policy
 from sentinel_domain.ports import Stream, StreamRef
 from sentinel_domain.usecases import Gate
-from sentinel_domain.usecases.project_reads import HeldProject, ProjectCache, project_for_decision
+from sentinel_domain.usecases.project_reads import ChainCache, HeldChain, project_for_decision
 from support.world import ADMIN, PROJECT, REQUESTER, SEAL, UNIT_POLICY, World
 
 PROJECT_REF = StreamRef(PROJECT)
@@ -46,15 +46,15 @@ class CountingStore:
 
 @pytest.fixture
 def world() -> World:
-    return World(store=CountingStore(MemoryStore()))
+    return World(store=CountingStore(MemoryStore()), hold_chains=True)
 
 
 def project_chain(world: World) -> Stream:
     return world.store.inner.streams[PROJECT_REF]
 
 
-def held(world: World) -> HeldProject | None:
-    return world.services.project_cache.get(PROJECT)
+def held(world: World) -> HeldChain | None:
+    return world.services.chain_cache.get(PROJECT_REF)
 
 
 def read(world: World, cid: str, gate: Gate | None = None) -> dict[str, Any]:
@@ -82,8 +82,8 @@ def test_the_gate_the_services_build_holds_the_services_cache(world: World) -> N
     # When its gate is built
     gate = services.gate
     # Then the gate holds the one cache those services keep
-    assert isinstance(services.project_cache, ProjectCache)
-    assert gate.project_cache is services.project_cache
+    assert isinstance(services.chain_cache, ChainCache)
+    assert gate.chain_cache is services.chain_cache
 
 
 def test_an_unchanged_head_reuses_the_held_project_state(world: World) -> None:
@@ -201,7 +201,7 @@ def test_a_missing_head_holds_with_state_unavailable(world: World) -> None:
 
 def test_a_checkpoint_the_held_chain_does_not_contain_reads_it_in_full() -> None:
     # Given a gate with a witness (as the local runner has), holding the project's chain
-    world = World(store=CountingStore(MemoryStore()))
+    world = World(store=CountingStore(MemoryStore()), hold_chains=True)
     cid, _first = warm(world)
     current = held(world)
     assert world.witness.newest(PROJECT_REF)["seq"] == current.seq
@@ -224,8 +224,8 @@ def test_a_project_chain_edited_behind_an_unchanged_head_is_the_writes_and_the_v
     does not read the project's chain again, so an event or fact of that chain edited behind an unchanged
     head is not seen by those reads. The full-chain check of an unchanged project partition is now the write
     paths' job (every route that appends reads and verifies the whole project chain and refuses on a chain
-    that fails) and, from the next issue, the scheduled verifier's. The candidate's chain is still read and
-    verified in full on every decision read, and a process that holds nothing reads the project in full."""
+    that fails) and, from the next issue, the scheduled verifier's. The candidate's chain is held the same
+    way (tests/unit/test_candidate_reads.py), and a process that holds nothing reads both in full."""
     # Given a held project chain
     cid, _first = warm(world)
     # When the unit-tests policy fact is edited in place, the head left as it was
@@ -247,7 +247,7 @@ def test_a_project_chain_edited_behind_an_unchanged_head_is_the_writes_and_the_v
     recorded = world.gate.record_decision(PROJECT, cid, REQUESTER, None).as_json()
     assert "STATE_TAMPERED" in codes(recorded)
     # And a process holding nothing (a fresh container) sees it on its first read
-    fresh = Gate(world.store, world.clock, world.ids, project_cache=ProjectCache())
+    fresh = Gate(world.store, world.clock, world.ids, chain_cache=ChainCache())
     assert "STATE_TAMPERED" in codes(read(world, cid, fresh))
 
 
@@ -274,29 +274,30 @@ def test_a_gate_without_a_cache_reads_the_project_in_full_every_time(world: Worl
 
 def test_the_cache_holds_at_most_its_bound_dropping_the_least_recently_used() -> None:
     # Given a cache bounded to two projects, holding a and b, a used last
-    cache = ProjectCache(max_projects=2)
-    entry = HeldProject(1, "h", ("h",), [])
-    cache.put("a", entry)
-    cache.put("b", entry)
-    assert cache.get("a") is entry
-    # When a third project is held
-    cache.put("c", entry)
+    cache = ChainCache(max_chains=2)
+    entry = HeldChain(1, "h", ("h",), [])
+    a, b, c = StreamRef("a"), StreamRef("a", "c-1"), StreamRef("c")
+    cache.put(a, entry)
+    cache.put(b, entry)
+    assert cache.get(a) is entry
+    # When a third chain is held
+    cache.put(c, entry)
     # Then the least recently used (b) was dropped
     assert len(cache) == 2
-    assert (cache.get("a"), cache.get("b"), cache.get("c")) == (entry, None, entry)
+    assert (cache.get(a), cache.get(b), cache.get(c)) == (entry, None, entry)
     # And a cache must hold at least one project
     with pytest.raises(ValueError):
-        ProjectCache(max_projects=0)
+        ChainCache(max_chains=0)
 
 
 def test_a_reused_state_shares_the_held_facts_but_no_memo(world: World) -> None:
     # Given a held project chain, and the state one decision read took from it and asked a question of
     _cid, _first = warm(world)
-    first, _ = project_for_decision(world.gate.chain, PROJECT, world.services.project_cache)
+    first, _ = project_for_decision(world.gate.chain, PROJECT, world.services.chain_cache)
     first.policy("unit-tests", "2026-11-29T12:00:00Z")
     assert first._policy_memo
     # When the next decision read reuses it
-    second, findings = project_for_decision(world.gate.chain, PROJECT, world.services.project_cache)
+    second, findings = project_for_decision(world.gate.chain, PROJECT, world.services.chain_cache)
     # Then it gets the same facts in a state of its own, whose memos start empty (they are per decision)
     assert findings == []
     assert second is not first and second.facts is first.facts is held(world).facts

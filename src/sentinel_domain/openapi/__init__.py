@@ -16,21 +16,30 @@ Three rules shape everything here:
   (loosened). For webhooks and callbacks the API is the sender, so the two directions swap. A change whose
   effect cannot be proved (a pattern replaced by another, an unmodelled keyword) is breaking.
 * **Documentation is not the contract.** Descriptions, summaries, titles, examples, tags, `x-` extensions and
-  `info` never make a change. Anything else that differs and is not modelled still makes a change (generic,
-  breaking), so nothing semantic is silently dropped.
+  `info` never make a change, except the extensions that carry rules (`x-stability-level`, `x-sunset` on an
+  operation, `x-extensible-enum` on a schema: lifecycle.py, schema_values.py). Anything else that differs
+  and is not modelled still makes a change (generic, breaking), so nothing semantic is silently dropped.
 
 Where things live: `limits` (caps, Budget) and `errors` (MalformedOpenApi, quote) are shared by all; `loader`
 reads a side under the caps into a `document.Document`; `differ` pairs operations and walks each through its
-rule families (`messages`, `security`) over `schemas`, and reports in the terms of `changes`.
+rule families (`lifecycle`, `messages`, `security`) over `schemas`, and reports in the terms of `changes`.
+Each change has a stable id (`kind`) and a level (breaking, warning, info); `lifecycle.DiffOptions` carries
+a derivation rule's options for grading some of them.
 """
 
-from .changes import ApiChange, OpenApiDiff, OperationDiff
-from .differ import diff_openapi
+from .changes import BREAKING, INFO, LEVELS, WARNING, ApiChange, OpenApiDiff, OperationDiff
+from .differ import diff_openapi, diff_openapi_graded
 from .errors import MalformedOpenApi, quote
+from .lifecycle import DiffOptions
 from .limits import MAX_CHANGE_NODES, MAX_DEPTH, MAX_DOCUMENT_CHARS, MAX_NODES, MAX_REF_HOPS, Budget
 from .loader import load_document
 
 __all__ = [
+    "BREAKING",
+    "INFO",
+    "LEVELS",
+    "WARNING",
+    "DiffOptions",
     "MAX_CHANGE_NODES",
     "MAX_DEPTH",
     "MAX_DOCUMENT_CHARS",
@@ -42,6 +51,7 @@ __all__ = [
     "OpenApiDiff",
     "OperationDiff",
     "diff_openapi",
+    "diff_openapi_graded",
     "load_document",
     "quote",
 ]

@@ -1,5 +1,6 @@
 """What a diff reports, and the words every rule family classifies a change with: which way a value travels
-(REQUEST, RESPONSE) and how a change moved the values accepted (LOOSENED, TIGHTENED, BOTH)."""
+(REQUEST, RESPONSE), how a change moved the values accepted (LOOSENED, TIGHTENED, BOTH), and how much it
+matters to a client (its level: BREAKING, WARNING, INFO, as oasdiff grades its rules)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from typing import Any
 from .errors import quote
 
 # ---- what a diff reports -----------------------------------------------------------------------------------
+
+BREAKING, WARNING, INFO = "breaking", "warning", "info"
+LEVELS = (INFO, WARNING, BREAKING)  # ascending: a rule asking for "warning" takes warnings and breaking ones
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,15 @@ class ApiChange:
     where: str = ""
     detail: str = ""
     weakens_security: bool = False
+    level: str = ""  # BREAKING exactly when `breaking`; otherwise WARNING or INFO (the default)
+
+    def __post_init__(self) -> None:
+        # `breaking` stays the one verdict every caller reads; the level only grades what is not breaking.
+        level = BREAKING if self.breaking else (self.level if self.level in (WARNING, INFO) else INFO)
+        object.__setattr__(self, "level", level)
+
+    def at_least(self, level: str) -> bool:
+        return LEVELS.index(self.level) >= LEVELS.index(level)
 
     def describe(self) -> str:
         text = self.kind
@@ -30,7 +43,7 @@ class ApiChange:
             text += f" at {quote(self.where)}"
         if self.detail:
             text += f" ({self.detail})"
-        return text + (" [breaking]" if self.breaking else "")
+        return text + (f" [{self.level}]" if self.level != INFO else "")
 
 
 @dataclass(frozen=True)

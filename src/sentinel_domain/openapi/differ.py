@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .changes import _FLIP, REQUEST, RESPONSE, ApiChange, OpenApiDiff, OperationDiff
+from .changes import _FLIP, BREAKING, REQUEST, RESPONSE, WARNING, ApiChange, OpenApiDiff, OperationDiff
 from .document import _PATH_TEMPLATE, _TEMPLATE_PARAM, _WEBHOOK_NAME, ANNOTATIONS, METHODS, Document
 from .errors import MalformedOpenApi, quote
+from .lifecycle import LIFECYCLE_KINDS, DiffOptions
 from .limits import MAX_TEMPLATE_CHARS, Budget
 from .loader import _load
 from .messages import _MessageDiffer
@@ -80,7 +81,9 @@ class _Differ(_MessageDiffer, _SecurityDiffer):
         for key, (_match, operation, item, template) in new_ops.items():
             old_key = pairs.get(key)
             if old_key is None:
-                results.append(OperationDiff(key, "added", (ApiChange(key, "operation-added", False),)))
+                added = [ApiChange(key, "operation-added", False)]
+                self.lifecycle.added(operation, self._adder(key, added), "")
+                results.append(OperationDiff(key, "added", tuple(added)))
                 continue
             webhook = key.split(" ", 1)[1].startswith("webhook:")
             _m, o_operation, o_item, o_template = old_ops[old_key]
@@ -88,9 +91,11 @@ class _Differ(_MessageDiffer, _SecurityDiffer):
             if changes:
                 results.append(OperationDiff(key, "changed", tuple(changes)))
         paired_old = set(pairs.values())
-        for key in old_ops:
+        for key, (_m, o_operation, _item, _template) in old_ops.items():
             if key not in paired_old:
-                results.append(OperationDiff(key, "removed", (ApiChange(key, "operation-removed", True),)))
+                kind, level, detail = self.lifecycle.removed(o_operation)
+                removal = ApiChange(key, kind, level == BREAKING, "", detail, level=level)
+                results.append(OperationDiff(key, "removed", (removal,)))
         document = []
         # How every schema is read: not an operation's change, but one that owes the whole document's checks.
         if self.old.root.get("jsonSchemaDialect") != self.new.root.get("jsonSchemaDialect"):
@@ -129,17 +134,49 @@ class _Differ(_MessageDiffer, _SecurityDiffer):
         flipped: bool,
     ) -> list[ApiChange]:
         out: list[ApiChange] = []
-
-        def add(kind: str, breaking: bool, where: str = "", detail: str = "", weakens: bool = False) -> None:
-            out.append(ApiChange(key, kind, breaking, where, detail, weakens))
+        add = self._adder(key, out)
 
         def records(records: list[_Rec], where: str) -> None:
             for r in records:
                 path = _schema_path(r.path)
                 add(r.kind, r.breaking, f"{where}: {path}" if path else where, r.detail)
 
+        self.lifecycle.changed(o, n, add, "")
         self._operation_body(o, n, o_item, n_item, o_template, n_template, flipped, add, records, "")
+        softened = self.lifecycle.softened_by(o)
+        if softened:
+            # Read from the base: the revision's level softens nothing (lifecycle.py). The changes stay
+            # reported, as warnings (they break no client that took the level at its word, and a person may
+            # still want to see them), so a rule counting every change still derives its obligation.
+            out = [
+                ApiChange(
+                    c.operation,
+                    c.kind,
+                    False,
+                    c.where,
+                    f"{c.detail}; softened: base stability {softened}".lstrip("; "),
+                    c.weakens_security,
+                    WARNING,
+                )
+                if c.breaking and c.kind not in LIFECYCLE_KINDS
+                else c
+                for c in out
+            ]
         return out
+
+    @staticmethod
+    def _adder(key: str, out: list[ApiChange]) -> Any:
+        def add(
+            kind: str,
+            breaking: bool,
+            where: str = "",
+            detail: str = "",
+            weakens: bool = False,
+            level: str = "",
+        ) -> None:
+            out.append(ApiChange(key, kind, breaking, where, detail, weakens, level))
+
+        return add
 
     def _operation_body(
         self,
@@ -238,9 +275,20 @@ class _Differ(_MessageDiffer, _SecurityDiffer):
                         )
 
 
-def diff_openapi(before: Any, after: Any, budget: Budget | None = None) -> OpenApiDiff:
-    """Diff two sides of a change (each None, an object, or YAML/JSON text). Raises MalformedOpenApi, naming
-    the side, for anything that must be refused."""
+def diff_openapi(
+    before: Any, after: Any, budget: Budget | None = None, options: DiffOptions | None = None
+) -> OpenApiDiff:
+    """Diff two sides of a change (each None, an object, or YAML/JSON text), grading changes under `options`
+    (a derivation rule's; the defaults otherwise). Raises MalformedOpenApi, naming the side, for anything that
+    must be refused."""
+    graded = options or DiffOptions()
+    return diff_openapi_graded(before, after, [graded], budget)[graded]
+
+
+def diff_openapi_graded(
+    before: Any, after: Any, gradings: list[DiffOptions], budget: Budget | None = None
+) -> dict[DiffOptions, OpenApiDiff]:
+    """The diff under each of `gradings`, the documents read once (their nodes counted once)."""
     budget = budget or Budget()
     documents: list[Document | None] = []
     for side, value in (("before", before), ("after", after)):
@@ -250,13 +298,18 @@ def diff_openapi(before: Any, after: Any, budget: Budget | None = None) -> OpenA
             raise MalformedOpenApi(f"{side}: {error}") from None
     old, new = documents
     if old is None and new is None:
-        return OpenApiDiff((), (), False)
+        return {options: OpenApiDiff((), (), False) for options in gradings}
     # An added (or removed) document is compared with an empty one: every operation in it is added (removed).
     present = new or old
     assert present is not None
     empty = Document({"openapi": present.root["openapi"]})
-    differ = _Differ(old or empty, new or empty, budget)
-    try:
-        return differ.diff()
-    except RecursionError:  # pragma: no cover - the depth caps above are meant to make this unreachable
-        raise MalformedOpenApi("the documents nest too deeply to compare") from None
+    out: dict[DiffOptions, OpenApiDiff] = {}
+    for options in gradings:
+        if options in out:
+            continue
+        differ = _Differ(old or empty, new or empty, budget, options)
+        try:
+            out[options] = differ.diff()
+        except RecursionError:  # pragma: no cover - the depth caps above are meant to make this unreachable
+            raise MalformedOpenApi("the documents nest too deeply to compare") from None
+    return out

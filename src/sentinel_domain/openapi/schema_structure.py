@@ -1,11 +1,16 @@
 """Schema rule families on a schema's structure: required names, properties and additionalProperties,
-items, composition (allOf, anyOf, oneOf) and not, each nested schema compared through the differ."""
+items, composition (allOf, anyOf, oneOf) and not, each nested schema compared through the differ.
+
+A property marked `readOnly` is never sent and one marked `writeOnly` never read (OpenAPI 3.0 and 3.1 say
+so), so changes to a property hidden from the direction compared do not break that direction: read-only in
+requests, write-only in responses, on both sides (a property that only now became hidden is the flag's own
+change, schema_values._compare_flags)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .changes import _FLIP, BOTH, LOOSENED, TIGHTENED, _render
+from .changes import _FLIP, BOTH, LOOSENED, REQUEST, TIGHTENED, _render
 from .errors import MalformedOpenApi, quote
 from .schema_records import _constraint_kind, _Found, _Rec
 from .schema_views import _SchemaViews
@@ -18,9 +23,27 @@ class _StructureRules(_SchemaViews):
     def _compare_required(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
         o_req, n_req = _names(o.get("required")), _names(n.get("required"))
         for name in sorted(n_req - o_req):
-            found.add("schema-required-added", TIGHTENED, f"{quote(name)} is now required")
+            hidden = self._hidden(self.new, n, name, found.direction)
+            text = f"{quote(name)} is now required"
+            self._hidden_add(found, "schema-required-added", TIGHTENED, text, hidden)
         for name in sorted(o_req - n_req):
-            found.add("schema-required-removed", LOOSENED, f"{quote(name)} is no longer required")
+            hidden = self._hidden(self.old, o, name, found.direction)
+            text = f"{quote(name)} is no longer required"
+            self._hidden_add(found, "schema-required-removed", LOOSENED, text, hidden)
+
+    def _hidden(self, doc: Any, schema: dict[str, Any], name: str, direction: str) -> str | None:
+        """The flag (readOnly, writeOnly) that keeps property `name` out of this direction, if any."""
+        props = schema.get("properties")
+        prop = doc.deref(props.get(name)) if isinstance(props, dict) else None
+        flag = "readOnly" if direction == REQUEST else "writeOnly"
+        return flag if isinstance(prop, dict) and prop.get(flag) is True else None
+
+    @staticmethod
+    def _hidden_add(found: _Found, kind: str, effect: str, detail: str, hidden: str | None) -> None:
+        if hidden:
+            found.out.append(_Rec((), kind, False, f"{detail}; {hidden}: not in this direction"))
+        else:
+            found.add(kind, effect, detail)
 
     def _compare_properties(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
         """`properties` (added, removed, each kept one compared) and `additionalProperties`."""
@@ -30,9 +53,20 @@ class _StructureRules(_SchemaViews):
             if name not in o_props:
                 found.out.append(_Rec((name,), "schema-property-added", False, "property added"))
         for name, value in o_props.items():
+            o_hidden = self._hidden(self.old, o, name, found.direction)
             if name not in n_props:
                 # The client may send or read it; removing either is what breaks integrations.
-                found.out.append(_Rec((name,), "schema-property-removed", True, "property removed"))
+                detail = "property removed" + (f"; {o_hidden}: not in this direction" if o_hidden else "")
+                found.out.append(_Rec((name,), "schema-property-removed", not o_hidden, detail))
+            elif o_hidden and self._hidden(self.new, n, name, found.direction):
+                mark = len(found.out)
+                found.nested(value, n_props[name], found.direction, (name,))
+                found.out[mark:] = [
+                    _Rec(r.path, r.kind, False, f"{r.detail}; {o_hidden}: not in this direction")
+                    if r.breaking
+                    else r
+                    for r in found.out[mark:]
+                ]
             else:
                 found.nested(value, n_props[name], found.direction, (name,))
         oa, na = o.get("additionalProperties", True), n.get("additionalProperties", True)

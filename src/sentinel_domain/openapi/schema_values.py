@@ -1,5 +1,6 @@
-"""Schema rule families on the values a schema accepts: type, enum and const, numeric bounds, sizes,
-multipleOf, pattern and format, flags (uniqueItems, readOnly, writeOnly), default and deprecation."""
+"""Schema rule families on the values a schema accepts: type, enum and const, `x-extensible-enum`, numeric
+bounds, sizes, multipleOf, pattern and format, flags (uniqueItems, readOnly, writeOnly), default and
+deprecation."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import math
 from typing import Any
 
-from .changes import BOTH, LOOSENED, REQUEST, TIGHTENED, _render
+from .changes import BOTH, LOOSENED, REQUEST, RESPONSE, TIGHTENED, _render
 from .errors import MalformedOpenApi, quote
 from .schema_records import _constraint_kind, _Found, _Rec
 from .schema_views import _SchemaViews
@@ -29,6 +30,42 @@ class _ValueRules(_SchemaViews):
         if oe != ne:
             effect = _set_effect(oe, ne, lambda a, b: b <= a)
             found.add("schema-enum-changed", effect, _enum_text(oe, ne))
+
+    def _compare_extensible_enum(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
+        """`x-extensible-enum`: the values a client may send today, more may be added. A reader must already
+        accept values it does not know, so only a value removed matters, and only to a sender."""
+        key = "x-extensible-enum"
+        ov, nv = o.get(key), n.get(key)
+        if ov == nv:
+            return
+        if nv is not None and not isinstance(nv, list):
+            found.out.append(
+                _Rec((), "schema-extensible-enum-invalid", True, f"{key} {_render(nv)} is not an array")
+            )
+            return
+        if ov is None or nv is None or not isinstance(ov, list):
+            # A list appearing or going away says nothing about which values are accepted.
+            found.out.append(
+                _Rec((), "schema-extensible-enum-changed", False, f"{key} {_render(ov)} -> {_render(nv)}")
+            )
+            return
+        old, new = _values(ov), _values(nv)
+        removed, added = sorted(old - new), sorted(new - old)
+        if removed:
+            found.add(
+                "schema-extensible-enum-value-removed",
+                TIGHTENED,
+                "values removed " + ", ".join(quote(json.loads(v), 60) for v in removed[:10]),
+            )
+        if added:
+            found.out.append(
+                _Rec(
+                    (),
+                    "schema-extensible-enum-value-added",
+                    False,
+                    "values added " + ", ".join(quote(json.loads(v), 60) for v in added[:10]),
+                )
+            )
 
     def _compare_numeric_bounds(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
         """`minimum`/`maximum` with their exclusive forms (3.0 booleans or 3.1 numbers)."""
@@ -73,8 +110,19 @@ class _ValueRules(_SchemaViews):
         for key in ("pattern", "format"):
             ov, nv = o.get(key), n.get(key)
             if ov != nv:
-                effect = TIGHTENED if ov is None else LOOSENED if nv is None else BOTH
-                found.add(_constraint_kind(effect), effect, f"{key} {_render(ov)} -> {_render(nv)}")
+                # A pattern matching every string (".*") constrains nothing: widening to it is a removal.
+                oc = None if key == "pattern" and ov in _MATCH_ALL else ov
+                nc = None if key == "pattern" and nv in _MATCH_ALL else nv
+                if oc == nc:
+                    continue
+                effect = TIGHTENED if oc is None else LOOSENED if nc is None else BOTH
+                text = f"{key} {_render(ov)} -> {_render(nv)}"
+                lenient = self.options.response_patterns == "lenient"
+                if key == "pattern" and effect != TIGHTENED and found.direction == RESPONSE and lenient:
+                    # The rule's choice (DiffOptions): looser output is safe for readers, as oasdiff says.
+                    found.out.append(_Rec((), "schema-response-pattern-relaxed", False, text))
+                    continue
+                found.add(_constraint_kind(effect), effect, text)
 
     def _compare_flags(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
         """`uniqueItems`, and `readOnly`/`writeOnly` (which move a value between requests and responses)."""
@@ -85,10 +133,17 @@ class _ValueRules(_SchemaViews):
                 effect,
                 f"uniqueItems {_render(o.get('uniqueItems'))} -> {_render(n.get('uniqueItems'))}",
             )
-        for key in ("readOnly", "writeOnly"):
+        for key, kind, hides in (
+            ("readOnly", "schema-read-only-changed", REQUEST),
+            ("writeOnly", "schema-write-only-changed", RESPONSE),
+        ):
+            # readOnly takes a value out of requests, writeOnly out of responses; on the other side the flag
+            # changes nothing. Hiding a value from the side that uses it breaks that side.
             if bool(o.get(key)) != bool(n.get(key)):
-                found.add(
-                    "schema-keyword-changed", BOTH, f"{key} {_render(o.get(key))} -> {_render(n.get(key))}"
+                set_now = bool(n.get(key))
+                breaking = set_now and found.direction == hides
+                found.out.append(
+                    _Rec((), kind, breaking, f"{key} {_render(o.get(key))} -> {_render(n.get(key))}")
                 )
 
     def _compare_default_and_deprecation(self, o: dict[str, Any], n: dict[str, Any], found: _Found) -> None:
@@ -115,6 +170,13 @@ class _ValueRules(_SchemaViews):
                     "deprecated" if n.get("deprecated") else "no longer deprecated",
                 )
             )
+
+
+_MATCH_ALL = frozenset({".*", "^.*$", "^.*", ".*$", "(.*)", "^(.*)$"})
+
+
+def _values(values: list[Any]) -> frozenset[str]:
+    return frozenset(json.dumps(v, sort_keys=True) for v in values)
 
 
 def _is_number(value: Any) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 
 from .document import _DATA_KEYS, _NAMED_MAPS, ANNOTATIONS, Document
 from .errors import MalformedOpenApi
+from .lifecycle import DiffOptions, Lifecycle
 from .limits import MAX_COMPARE_DEPTH, Budget
 from .schema_records import _Rec
 
@@ -16,10 +17,12 @@ class _SchemaViews:
     """The two documents being compared, their views and projections, and the comparison's state (its memo
     and stack, used by schemas._SchemaDiffer). One instance per document pair; `budget` is shared."""
 
-    def __init__(self, old: Document, new: Document, budget: Budget) -> None:
+    def __init__(self, old: Document, new: Document, budget: Budget, options: DiffOptions) -> None:
         self.old = old
         self.new = new
         self.budget = budget
+        self.options = options
+        self.lifecycle = Lifecycle(options)
         self.memo: dict[tuple[Any, Any, str], list[_Rec]] = {}
         # Schemas being folded right now: a self-referencing Optional[...] is compared as written instead.
         self._folding: set[int] = set()

@@ -84,6 +84,7 @@ class _SchemaDiffer(_ValueRules, _StructureRules):
         found = _Found(self, d)
         self._compare_types(o, n, found)
         self._compare_enums(o, n, found)
+        self._compare_extensible_enum(o, n, found)
         self._compare_numeric_bounds(o, n, found)
         self._compare_sizes(o, n, found)
         self._compare_multiple_of(o, n, found)

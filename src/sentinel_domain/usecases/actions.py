@@ -34,7 +34,8 @@ def execute(
         digest_ = state.plan_digest
         if state.plan is None or digest_ is None or request.plan_digest != digest_:
             raise Refusal("DIGEST_MISMATCH", "the execution names a plan digest that is not the current one")
-        code, valid_until = approval_status(state, config, now)
+        # An approval by a reviewer revoked as compromised makes nothing executable (rule 26).
+        code, valid_until = approval_status(state, config, now, pstate.compromised(now))
         if code:
             raise Refusal("PLAN_NOT_APPROVED", f"the current plan is not approved ({code})")
         declared = next((a for a in state.plan["plan"]["actions"] if a["action_id"] == action_id), None)

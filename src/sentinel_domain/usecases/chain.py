@@ -4,6 +4,7 @@ keep (and replay) the first success of an idempotent request.
 
 The use cases hold the rules; this holds the plumbing, once."""
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -162,6 +163,8 @@ class Chain:
         self.seal = seal
         self.reads_witness = reads_witness
         self.appends_witness = appends_witness
+        # Checkpoints held back while an append is part of a larger transaction, per thread.
+        self._deferred: dict[int, list[tuple[StreamRef, dict[str, Any]]]] = {}
 
     def now(self) -> str:
         return format_time(self.clock.now())
@@ -358,6 +361,14 @@ class Chain:
             self._witness_now(stream.ref, checkpoint)
         return answer
 
+    def deferred_checkpoints(self, *, deliver: bool) -> None:
+        """This thread's checkpoints held back inside a larger transaction: appended to the witness once it
+        has committed (`deliver`), or dropped when it did not (they were never the table's)."""
+        held = self._deferred.pop(threading.get_ident(), [])
+        if deliver and self.witness is not None:
+            for ref, checkpoint in held:
+                self._append_to_witness(ref, checkpoint)
+
     def _witness_now(self, ref: StreamRef, checkpoint: dict[str, Any]) -> None:
         """Locally, the checkpoint reaches the witness before the answer does, so the next read already
         compares with it. A witness that fails here loses nothing: the checkpoint waits in the outbox for the
@@ -365,6 +376,17 @@ class Chain:
         this seq means the chain was rolled back under this very write: it is marked tampered."""
         if not self.appends_witness or self.witness is None:
             return
+        deferring = getattr(self.store, "deferring", None)
+        if callable(deferring) and deferring():
+            # The append is part of a larger transaction that has not committed yet (an operator's principal
+            # change with its chain events): a witness ahead of the table would be taken for a rollback. It
+            # is delivered once that transaction has committed (`deferred_checkpoints`), or by the relay.
+            self._deferred.setdefault(threading.get_ident(), []).append((ref, checkpoint))
+            return
+        self._append_to_witness(ref, checkpoint)
+
+    def _append_to_witness(self, ref: StreamRef, checkpoint: dict[str, Any]) -> None:
+        assert self.witness is not None
         try:
             self.witness.append(checkpoint)
         except WitnessConflict:

@@ -14,7 +14,7 @@ from ..records import decision_fact
 from ..state import CandidateState, ProjectState, parse_facts
 from ..times import format_time, parse_time
 from .chain import Chain, CommitRequest, need, unavailable
-from .project_reads import ProjectCache, project_for_decision
+from .project_reads import ChainCache, held_candidate_facts, hold_candidate, project_for_decision
 
 # A read finding that means the chains could not be vouched for: a decision is never recorded on them.
 UNVERIFIED = frozenset({"STATE_TAMPERED", "STATE_UNAVAILABLE"})
@@ -42,22 +42,44 @@ def _evaluate(
     actor: Actor,
     as_of: str | None,
     stream: Stream | None = None,
-    project_cache: ProjectCache | None = None,
+    cache: ChainCache | None = None,
     release: bool = False,
-) -> tuple[Decision, Stream, Basis]:
+) -> tuple[Decision, Stream | None, Basis]:
     """Never raises once the caller's role and the candidate are established: anything the gate
     cannot establish is a finding, and the decision holds. One read of the candidate's partition and
-    one of the project's feed it (with a `project_cache`, a read of the project's HEAD while the chain
-    held for it is unchanged: see project_reads)."""
+    one of the project's feed it; with a `cache` (decision reads only), a read of each one's HEAD while the
+    chain held for it is unchanged (see project_reads), and then no stream is returned."""
     need(actor)
-    if stream is None:
-        stream = chain.load(StreamRef(project, candidate_id), release=release)
-    if stream is None or not stream.facts:
-        raise Refusal("NOT_FOUND", "no such candidate")
+    ref = StreamRef(project, candidate_id)
     when = as_of or chain.now()
-    extra: list[Finding] = []
+    facts = held_candidate_facts(chain, ref, cache) if stream is None else None
+    read_findings: list[Finding] = []
+    if facts is None:
+        if stream is None:
+            stream = chain.load(ref, release=release)
+        if stream is None or not stream.facts:
+            raise Refusal("NOT_FOUND", "no such candidate")
+        read_findings = _read_findings(chain, stream)
+    pstate, project_findings = project_for_decision(chain, project, cache, release)
+    extra = [*read_findings, *project_findings]
+    project_seq = max((f["_seq"] for f in pstate.facts), default=0)  # the position judged from
+    try:
+        if facts is None and stream is not None:
+            facts = parse_facts(stream.facts)
+            hold_candidate(cache, stream, facts, read_findings)
+        state = CandidateState.from_facts(facts or [], when)
+        return decide(state, pstate, when, extra), stream, Basis(state, pstate, project_seq, list(extra))
+    except Exception as error:  # an unreadable fact is tampering or corruption; never a pass
+        basis = Basis(None, pstate, project_seq, list(extra))
+        extra.append(finding("STATE_TAMPERED", f"a stored fact cannot be read: {type(error).__name__}"))
+        return hold(extra, when, findings_digest(extra)), stream, basis
+
+
+def _read_findings(chain: Chain, stream: Stream) -> list[Finding]:
+    """What reading the candidate's chain in full found: pages beyond the budget, a chain that fails."""
+    found: list[Finding] = []
     if not stream.complete:
-        extra.append(
+        found.append(
             finding(
                 "EVIDENCE_QUERY_INCOMPLETE",
                 f"the candidate's state took more than "
@@ -66,27 +88,18 @@ def _evaluate(
         )
     try:
         verification = chain.verify(stream)
-    except StoreUnavailable as error:  # no chain key: nothing read can be vouched for
-        extra.append(finding("STATE_UNAVAILABLE", f"the candidate's audit chain cannot be verified: {error}"))
-    else:
-        if not verification.valid:
-            extra.append(
-                finding(
-                    "STATE_TAMPERED",
-                    f"the candidate's audit chain fails at seq "
-                    f"{verification.first_bad_seq}: {verification.reason}",
-                )
+    except StoreUnavailable as error:  # no chain key, or no witness: nothing read can be vouched for
+        found.append(finding("STATE_UNAVAILABLE", f"the candidate's audit chain cannot be verified: {error}"))
+        return found
+    if not verification.valid:
+        found.append(
+            finding(
+                "STATE_TAMPERED",
+                f"the candidate's audit chain fails at seq "
+                f"{verification.first_bad_seq}: {verification.reason}",
             )
-    pstate, project_findings = project_for_decision(chain, project, project_cache, release)
-    extra.extend(project_findings)
-    project_seq = max((f["_seq"] for f in pstate.facts), default=0)  # the position judged from
-    try:
-        state = CandidateState.from_facts(parse_facts(stream.facts), when)
-        return decide(state, pstate, when, extra), stream, Basis(state, pstate, project_seq, list(extra))
-    except Exception as error:  # an unreadable fact is tampering or corruption; never a pass
-        basis = Basis(None, pstate, project_seq, list(extra))
-        extra.append(finding("STATE_TAMPERED", f"a stored fact cannot be read: {type(error).__name__}"))
-        return hold(extra, when, findings_digest(extra)), stream, basis
+        )
+    return found
 
 
 def decision(
@@ -95,7 +108,7 @@ def decision(
     candidate_id: str,
     actor: Actor,
     as_of: str | None,
-    project_cache: ProjectCache | None = None,
+    cache: ChainCache | None = None,
 ) -> DecisionView:
     if as_of is not None:
         try:
@@ -105,7 +118,7 @@ def decision(
                 "VALIDATION_FAILED",
                 "as_of must be an RFC 3339 time with an offset, between the years 1970 and 9999",
             ) from error
-    verdict = _evaluate(chain, project, candidate_id, actor, as_of, project_cache=project_cache)[0]
+    verdict = _evaluate(chain, project, candidate_id, actor, as_of, cache=cache)[0]
     return decision_view(verdict, "caller" if as_of else "service")
 
 
@@ -129,6 +142,8 @@ def record_decision(
         verdict, stream, basis = _evaluate(
             chain, project, candidate_id, actor, None, fresh.pop() if fresh else None, release=True
         )
+        if stream is None:  # only a decision read (with a cache) reuses held facts; this one read in full
+            raise unavailable("the candidate's chain was not read")
         if not stream.complete:
             raise unavailable("the candidate's chain is larger than one read may page through")
         if {f.code for f in basis.read_findings} & UNVERIFIED:

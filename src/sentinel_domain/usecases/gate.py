@@ -45,7 +45,7 @@ from ..outcomes import (
 from ..ports import Clock, Ids, Proposer, StateStore, Stream, StreamRef, Witness
 from . import actions, audit, candidates, decisions, evidence, plans, projects, reviews
 from .chain import Chain
-from .project_reads import ProjectCache
+from .project_reads import ChainCache
 
 
 class Gate:
@@ -56,7 +56,7 @@ class Gate:
         ids: Ids,
         proposer: Proposer | None = None,
         witness: Witness | None = None,
-        project_cache: ProjectCache | None = None,
+        chain_cache: ChainCache | None = None,
         seal: ChainSeal | SealSource | None = None,
         *,
         reads_witness: bool = True,
@@ -75,7 +75,7 @@ class Gate:
         )
         self.proposer = proposer
         # The verified project chains this process holds for decision reads (none: every read is in full).
-        self.project_cache = project_cache
+        self.chain_cache = chain_cache
 
     # The chain's collaborators, as callers (and tests that swap a failing store or a witness in) name them.
     @property
@@ -225,7 +225,7 @@ class Gate:
         return decisions.evaluate(self.chain, project, candidate_id, actor, as_of)
 
     def decision(self, project: str, candidate_id: str, actor: Actor, as_of: str | None) -> DecisionView:
-        return decisions.decision(self.chain, project, candidate_id, actor, as_of, self.project_cache)
+        return decisions.decision(self.chain, project, candidate_id, actor, as_of, self.chain_cache)
 
     def record_decision(
         self, project: str, candidate_id: str, actor: Actor, key: str | None

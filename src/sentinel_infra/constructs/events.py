@@ -2,15 +2,19 @@
 keeps.
 
 Side effects and chain checkpoints leave only through items written in the same transaction as the change
-they belong to (ARCHITECTURE.md); this is the AWS half of that promise. Two pipes read the stream, one per
-kind of record, so each event's detail-type says what it is without a transformation that could drop a field:
+they belong to (ARCHITECTURE.md); this is the AWS half of that promise. One pipe reads the stream for side
+effects, and each event's detail-type says what it is without a transformation that could drop a field:
 
-  outbox      sk begins with "O#" and outbox_pending is present  -> detail-type sentinel.outbox
-  checkpoint  sk is "HEAD" (every accepted write moves a head)    -> detail-type sentinel.checkpoint
+  outbox      sk begins with "O#", outbox_pending is present and the kind is not a checkpoint
+                                                                  -> detail-type sentinel.outbox
+
+Chain checkpoints do not come this way: a HEAD image is whatever the table holds, a tamperer's too, so the
+checkpoint outbox items (written in the accepted write's transaction, tagged under the chain key) feed the
+witness writer through its own pipe (sentinel_infra/constructs/integrity.py).
 
 Delivery is at least once (consumers dedupe by the item's id). A record that still fails after the retries
 goes to a dead-letter queue, and its alarm pages: a side effect or a checkpoint must never vanish silently.
-DynamoDB recommends at most two readers per stream shard; these two pipes are those two.
+DynamoDB recommends at most two readers per stream shard: this pipe and the witness feed are those two.
 """
 
 import json
@@ -37,10 +41,10 @@ OUTBOX_FILTER = {
         "NewImage": {
             SK: {"S": [{"prefix": OUTBOX_SK_PREFIX}]},
             "outbox_pending": {"S": [{"exists": True}]},
+            "outbox_kind": {"S": [{"anything-but": [names.OUTBOX_KIND_CHECKPOINT]}]},
         }
     },
 }
-CHECKPOINT_FILTER = {"eventName": _WRITES, "dynamodb": {"NewImage": {SK: {"S": [HEAD_SK]}}}}
 MAX_RETRY_ATTEMPTS = 10
 
 
@@ -110,7 +114,6 @@ class OutboxRelay(Construct):
             iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.dead_letters.queue_arn])
         )
         self.outbox = self._pipe("Outbox", table, OUTBOX_FILTER, names.DETAIL_TYPE_OUTBOX)
-        self.checkpoints = self._pipe("Checkpoints", table, CHECKPOINT_FILTER, names.DETAIL_TYPE_CHECKPOINT)
 
     def _pipe(
         self, construct_id: str, table: dynamodb.Table, pattern: dict, detail_type: str

@@ -121,6 +121,25 @@ class Monitoring(Construct):
             "A decision held because the gate could not establish its facts (STATE_UNAVAILABLE, "
             "STATE_TAMPERED or EVIDENCE_QUERY_INCOMPLETE). Tampering is a security incident.",
         )
+        self.integrity = {
+            metric: self._integrity_metric(metric)
+            for metric in (names.TAMPERED_CHAINS_METRIC, names.FORGED_CHECKPOINTS_METRIC)
+        }
+        self._alarm(
+            "chain-tampered",
+            self.integrity[names.TAMPERED_CHAINS_METRIC],
+            1,
+            "A chain failed verification against the witness (rolled back, truncated or rewritten), or the "
+            "witness refused a fork: a security incident. The chain is marked tampered in the witness "
+            "(tampered/<project>/<chain>.json) and its decisions hold; the verifier's log names it.",
+        )
+        self._alarm(
+            "checkpoint-forged",
+            self.integrity[names.FORGED_CHECKPOINTS_METRIC],
+            1,
+            "A checkpoint outbox item's tag did not verify under the chain key: someone without the key "
+            "wrote the state table. The witness writer dropped it; its log names the partition and seq.",
+        )
         self.dashboard = self._dashboard(functions, api, tables, dead_letters)
 
     # ---- the topic -------------------------------------------------------------------------------------
@@ -296,6 +315,15 @@ class Monitoring(Construct):
             namespace=names.DECISIONS_NAMESPACE,
             metric_name=names.DECISIONS_METRIC,
             dimensions_map={names.DECISIONS_DIMENSION: outcome},
+            period=PERIOD,
+            statistic="Sum",
+        )
+
+    def _integrity_metric(self, metric: str) -> cloudwatch.Metric:
+        return cloudwatch.Metric(
+            namespace=names.INTEGRITY_NAMESPACE,
+            metric_name=metric,
+            dimensions_map={names.INTEGRITY_DIMENSION: names.SERVICE},
             period=PERIOD,
             statistic="Sum",
         )

@@ -10,7 +10,10 @@ is StoreConflict (or ClaimTaken for a candidate's uniqueness claim)."""
 import base64
 import hashlib
 import json
+import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -74,12 +77,34 @@ class DynamoStateStore:
         self.page_budget = page_budget
         self.page_size = page_size
         self.calls: Counter[str] = Counter()
+        self._staging = threading.local()
+
+    @contextmanager
+    def staged(self) -> Iterator[list[dict[str, Any]]]:
+        """Appends made by this thread inside the block are not written: their TransactWriteItems entries are
+        collected in the list it yields, for the caller to write inside a transaction of its own (the
+        operator's principal changes, with the principal's items: `PrincipalAdmin(extra_items=...)`). Every
+        read still reads the table."""
+        staged: list[dict[str, Any]] = []
+        self._staging.items = staged
+        try:
+            yield staged
+        finally:
+            self._staging.items = None
+
+    def deferring(self) -> bool:
+        """True inside `staged()`: an append made now is not written yet (the caller writes it, or not)."""
+        return getattr(self._staging, "items", None) is not None
 
     # ---- plumbing ---------------------------------------------------------------------------------------
 
     def _call(self, operation: str, expected: tuple[str, ...] = (), **kwargs: Any) -> dict[str, Any]:
         """Issue one operation. A ClientError whose code is in `expected` is re-raised for the caller to
         judge; every other failure, of DynamoDB or of the transport, is StoreUnavailable."""
+        staging = getattr(self._staging, "items", None)
+        if operation == "TransactWriteItems" and staging is not None:
+            staging.extend(kwargs["TransactItems"])  # written by the caller of staged(), or not at all
+            return {}
         self.calls[operation] += 1
         method = getattr(self.client, _METHODS[operation])
         if operation != "TransactWriteItems":

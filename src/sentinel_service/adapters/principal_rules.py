@@ -58,6 +58,8 @@ class PrincipalWriter(Protocol):
 
     def principals(self) -> list[dict[str, Any]]: ...
 
+    # `extra_items`: DynamoDB TransactWriteItems entries written in the same transaction as the change (the
+    # chain events that record it); a store that joins them otherwise refuses any (see principal_changes).
     def add(
         self,
         principal_id: str,
@@ -67,11 +69,28 @@ class PrincipalWriter(Protocol):
         ttl_seconds: int | None,
         key: bytes,
         now: datetime,
+        *,
+        extra_items: Sequence[dict[str, Any]] = (),
     ) -> str: ...
 
-    def rotate(self, principal_id: str, ttl_seconds: int | None, key: bytes, now: datetime) -> str: ...
+    def rotate(
+        self,
+        principal_id: str,
+        ttl_seconds: int | None,
+        key: bytes,
+        now: datetime,
+        *,
+        extra_items: Sequence[dict[str, Any]] = (),
+    ) -> str: ...
 
-    def revoke(self, principal_id: str, compromised: bool, now: datetime) -> dict[str, Any]: ...
+    def revoke(
+        self,
+        principal_id: str,
+        compromised: bool,
+        now: datetime,
+        *,
+        extra_items: Sequence[dict[str, Any]] = (),
+    ) -> dict[str, Any]: ...
 
 
 # ---- views ------------------------------------------------------------------------------------------------
@@ -206,6 +225,13 @@ def live_principal(view: dict[str, Any], current_hmac: str, hashed: str) -> dict
     if not hmac.compare_digest(current_hmac, hashed):
         return None
     return view
+
+
+def sponsor_holds(view: Mapping[str, Any] | None) -> bool:
+    """A sponsored principal acts for its sponsor: it stands only while its sponsor is an existing, unrevoked
+    human (DOMAIN.md rule 26). A sponsor whose own token merely expired still holds: expiry is not
+    revocation, and a human's 12-hour token would otherwise stop every agent overnight."""
+    return view is not None and view["kind"] == "human" and not view["revoked"]
 
 
 def authorizer_response(

@@ -165,6 +165,24 @@ class SqliteDatabase:
             yield connection
 
     @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One write transaction that every `read()` and `write()` of this thread inside it joins: all of them
+        commit together when the block ends, or none when it raises (or the process dies before the end).
+        The operator's principal changes use it so that a change and its chain events are never apart."""
+        if getattr(self._local, "joined", False):
+            raise RuntimeError("atomic() does not nest")
+        with self._transaction("BEGIN IMMEDIATE", "write"):
+            self._local.joined = True
+            try:
+                yield
+            finally:
+                self._local.joined = False
+
+    def joined(self) -> bool:
+        """True inside this thread's `atomic()` block: what is written now commits only when it ends."""
+        return bool(getattr(self._local, "joined", False))
+
+    @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, holding SQLite's write lock from its start: committed when the block ends,
         rolled back when it raises (a StoreConflict, a ClaimTaken, a ValueError pass through unchanged)."""
@@ -194,6 +212,14 @@ class SqliteDatabase:
     @contextmanager
     def _transaction(self, begin: str, doing: str) -> Iterator[sqlite3.Connection]:
         connection = self._connection()
+        if getattr(self._local, "joined", False):
+            # Inside atomic(): the enclosing transaction begins, commits and rolls back; an error here
+            # reaches it and undoes everything.
+            try:
+                yield connection
+            except sqlite3.Error as error:
+                raise self._unavailable(error, doing) from error
+            return
         try:
             connection.execute(begin)
         except sqlite3.Error as error:

@@ -33,6 +33,7 @@ from sentinel_service.adapters.principal_rules import (
     public_view,
     revocation,
     sponsor_checkable,
+    sponsor_holds,
     sponsor_invalid,
     token_expired,
 )
@@ -79,6 +80,13 @@ def _plain(row: Sequence[Any]) -> dict[str, Any]:
     }
 
 
+def _no_extra_items(extra_items: Sequence[dict[str, Any]]) -> None:
+    """DynamoDB transaction items have no meaning here: the chain events join a change through
+    `SqliteDatabase.atomic()` instead (see `principal_changes`)."""
+    if extra_items:
+        raise ValueError("the SQLite admin takes no DynamoDB transaction items")
+
+
 class SqlitePrincipalDirectory:
     """Read side, used by the authorizer."""
 
@@ -100,10 +108,18 @@ class SqlitePrincipalDirectory:
             if token_row is None or token_expired(token_row[1], now):
                 return None
             row = connection.execute(f"{_SELECT} WHERE id = ?", (token_row[0],)).fetchone()
+            sponsor_row = None
+            if row is not None and row[2]:
+                # In the same read transaction: the sponsor as of the principal's own read.
+                sponsor_row = connection.execute(f"{_SELECT} WHERE id = ?", (row[2],)).fetchone()
         if row is None:
             return None
         plain = _plain(row)
-        return live_principal(public_view(plain), plain["token_hmac"] or "", hashed)
+        live = live_principal(public_view(plain), plain["token_hmac"] or "", hashed)
+        if live is None or not live["sponsor"]:
+            return live
+        sponsor = None if sponsor_row is None else public_view(_plain(sponsor_row))
+        return live if sponsor_holds(sponsor) else None
 
 
 class SqlitePrincipalAdmin:
@@ -111,6 +127,11 @@ class SqlitePrincipalAdmin:
 
     def __init__(self, db: SqliteDatabase) -> None:
         self._db = db
+
+    @property
+    def db(self) -> SqliteDatabase:
+        """The database it writes: a change joins its chain events there (`principal_changes`)."""
+        return self._db
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -139,8 +160,11 @@ class SqlitePrincipalAdmin:
         ttl_seconds: int | None,
         key: bytes,
         now: datetime,
+        *,
+        extra_items: Sequence[dict[str, Any]] = (),
     ) -> str:
         """Create a principal and return its first token (the only time it exists in clear)."""
+        _no_extra_items(extra_items)
         clean_roles, ttl = check_addition(principal_id, kind, sponsor, roles, ttl_seconds)
         if sponsor is not None:
             self._check_sponsor(sponsor)
@@ -183,10 +207,23 @@ class SqlitePrincipalAdmin:
             )
         return token
 
-    def rotate(self, principal_id: str, ttl_seconds: int | None, key: bytes, now: datetime) -> str:
+    def rotate(
+        self,
+        principal_id: str,
+        ttl_seconds: int | None,
+        key: bytes,
+        now: datetime,
+        *,
+        extra_items: Sequence[dict[str, Any]] = (),
+    ) -> str:
         """Issue a new token and void the old one, in one transaction."""
+        _no_extra_items(extra_items)
         item = self._existing(principal_id)
-        ttl = check_rotation(principal_id, public_view(item), ttl_seconds)
+        view = public_view(item)
+        ttl = check_rotation(principal_id, view, ttl_seconds)
+        if view["sponsor"]:
+            # A token for a principal whose sponsor no longer stands would be refused at every use.
+            self._check_sponsor(view["sponsor"])
         old = item["token_hmac"]
         token = new_token()
         hashed = token_hmac(key, token)
@@ -212,8 +249,16 @@ class SqlitePrincipalAdmin:
                 connection.execute("DELETE FROM tokens WHERE hmac = ?", (old,))
         return token
 
-    def revoke(self, principal_id: str, compromised: bool, now: datetime) -> dict[str, Any]:
+    def revoke(
+        self,
+        principal_id: str,
+        compromised: bool,
+        now: datetime,
+        *,
+        extra_items: Sequence[dict[str, Any]] = (),
+    ) -> dict[str, Any]:
         """Revoke for good (ids are never reused). Revoking again may only add `compromised`."""
+        _no_extra_items(extra_items)
         item = self._existing(principal_id)
         view = public_view(item)
         old = item["token_hmac"]

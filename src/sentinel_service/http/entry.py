@@ -1,5 +1,6 @@
-"""The entry point of one function: the guards that run before Powertools parses a body (size, media type,
-encoding), then the function's resolver, whose endpoints receive the services the entry point was given."""
+"""The entry point of one function: the guards that run before Powertools parses a body (size, then the
+caller's roles, then media type and encoding), then the function's resolver, whose endpoints receive the
+services the entry point was given."""
 
 import base64
 import json
@@ -7,9 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 from sentinel_service.compose import ServicesProvider
+from sentinel_service.http.admission import admission_refusal
 from sentinel_service.http.endpoints import ENDPOINTS, SERVICES
 from sentinel_service.http.openapi_document import openapi
-from sentinel_service.http.problems import problem_body
+from sentinel_service.http.problems import problem_body, problem_response
 from sentinel_service.http.resolver import build_resolver
 from sentinel_service.http.routes import Route, route_for
 
@@ -22,6 +24,20 @@ def _early_problem(status: int, code: str, title: str, detail: str) -> dict[str,
         "statusCode": status,
         "headers": {"Content-Type": "application/problem+json"},
         "body": json.dumps(problem_body(code, status, title, detail)),
+        "isBase64Encoded": False,
+    }
+
+
+def _refused(route: Route | None, event: dict[str, Any]) -> dict[str, Any] | None:
+    """The caller's roles, judged before anything about the body (admission.py)."""
+    refusal = admission_refusal(route, event) if route is not None else None
+    if refusal is None:
+        return None
+    response = problem_response(refusal)
+    return {
+        "statusCode": response.status_code,
+        "headers": {"Content-Type": "application/problem+json", **(response.headers or {})},
+        "body": response.body,
         "isBase64Encoded": False,
     }
 
@@ -74,7 +90,14 @@ def lambda_handler(function: str, services: ServicesProvider) -> Handler:
         route = route_for(
             event.get("requestContext", {}).get("http", {}).get("method", ""), event.get("rawPath", "")
         )
-        refusal = _too_large(route, event, body) or (_unreadable_body(event, body) if body else None)
+        if route is not None and route.function != function:
+            route = None  # not this function's: the resolver answers 404 as for any unknown route
+        # Size first (nothing is read), then who may call, then what the body is.
+        refusal = (
+            _too_large(route, event, body)
+            or _refused(route, event)
+            or (_unreadable_body(event, body) if body else None)
+        )
         if refusal:
             return refusal
         app.append_context(**{SERVICES: services})

@@ -46,6 +46,13 @@ def _validation_findings(error: RequestValidationError) -> list[dict[str, Any]]:
     return out
 
 
+def _summary(findings: list[dict[str, Any]], shown: int = 5) -> str:
+    """The problem's detail: every finding's, or the first `shown` and how many more the findings list."""
+    details = "; ".join(f["detail"] for f in findings[:shown])
+    more = len(findings) - shown
+    return details + (f"; and {more} more (see findings)" if more > 0 else "")
+
+
 def _invalid_body_code(app: APIGatewayHttpResolver) -> str:
     route = route_for(app.current_event.http_method, app.current_event.path)
     return route.invalid_body if route else "VALIDATION_FAILED"
@@ -74,13 +81,19 @@ def build_resolver(function: str | None, endpoints: Endpoints) -> APIGatewayHttp
                 "the plan is not a JSON object; nothing was stored",
                 findings,
             )
-        return _problem(
-            422,
-            "VALIDATION_FAILED",
-            "The request is not valid",
-            "; ".join(f["detail"] for f in findings[:5]),
-            findings,
-        )
+        return _problem(422, "VALIDATION_FAILED", "The request is not valid", _summary(findings), findings)
+
+    @app.exception_handler(RecursionError)
+    def too_deep(_error: RecursionError) -> Response[str]:
+        # json (and anything that walks the value after it) gives up on nesting deeper than the
+        # interpreter's recursion limit, about a thousand levels: the body is refused as unreadable.
+        findings = [{"code": "VALIDATION_FAILED", "detail": "(body): nested too deeply to be read"}]
+        if _invalid_body_code(app) == "PLAN_PREFLIGHT_FAILED":
+            findings[0]["code"] = "PLAN_SCHEMA_INVALID"
+            return _problem(
+                422, "PLAN_PREFLIGHT_FAILED", "The plan failed preflight", _summary(findings), findings
+            )
+        return _problem(422, "VALIDATION_FAILED", "The request is not valid", _summary(findings), findings)
 
     @app.exception_handler(RequestUnsupportedContentType)
     def unsupported(_error: RequestUnsupportedContentType) -> Response[str]:

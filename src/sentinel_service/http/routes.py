@@ -77,6 +77,13 @@ ROUTES: tuple[Route, ...] = (
 
 FUNCTIONS: tuple[str, ...] = tuple(sorted({r.function for r in ROUTES}))
 _PATTERNS = [(r, re.compile("^" + re.sub(r"\{[a-z_]+\}", "[^/]+", r.path) + "$")) for r in ROUTES]
+_NAMED = {r: re.compile("^" + re.sub(r"\{([a-z_]+)\}", r"(?P<\1>[^/]+)", r.path) + "$") for r in ROUTES}
+
+
+def path_params(route: Route, path: str) -> dict[str, str]:
+    """The route's path parameters as the path names them ({} when the path is not the route's)."""
+    found = _NAMED[route].match(path)
+    return found.groupdict() if found else {}
 
 
 def route_for(method: str, path: str) -> Route | None:

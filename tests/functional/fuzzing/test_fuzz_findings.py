@@ -26,6 +26,12 @@ CALLERS = {
         "sponsor": "",
         "roles": {"demo": ["publisher", "requester"]},
     },
+    "reviewer": {
+        "principal_id": "rita-reviewer",
+        "kind": "human",
+        "sponsor": "",
+        "roles": {"demo": ["reviewer"]},
+    },
 }
 
 
@@ -97,7 +103,7 @@ def test_multipart_without_a_boundary_is_refused_not_500(gateway) -> None:
         "POST",
         CAND + "/reviews",
         {"decision": "approve"},
-        as_="ci",
+        as_="reviewer",
         content_type="multipart/form-data",
     )
     # Then a 415 (or 422) problem document, as for any other media type the route does not take
