@@ -1,7 +1,8 @@
 """Part 4: AuditChain.verify throughput over synthetic valid chains of 10,000 and 100,000 events, built with
-audit.next_event (small facts, as a decision or a report leaves them), next to the verifier as it was at
-e908c9a (bench/baselines.py) in the same run. Building is timed apart; the garbage collector is frozen and
-off around the timed part, and both verifiers run in turn on the same chain."""
+audit.next_event (small facts, as a decision or a report leaves them) and sealed as the gate seals them (every
+event's and the head's tag under the chain key, checked against a checkpoint), next to the verifier as it was
+at e908c9a (bench/baselines.py) on the same chain unsealed, in the same run. Building is timed apart; the
+garbage collector is frozen and off around the timed part, and both verifiers run in turn."""
 
 import gc
 import time
@@ -37,10 +38,25 @@ def build_chain(
     return events, facts, head
 
 
+def sealed(
+    events: list[dict[str, Any]], head: dict[str, Any], seal: Any
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The same chain as the gate writes it: each event with its tag, the head with its checkpoint's."""
+    tagged = [dict(event, mac=seal.event_mac(event["hash"])) for event in events]
+    last = events[-1]
+    mac = seal.checkpoint(last["project"], last["candidate_id"], last["seq"], last["hash"], last["at"])["mac"]
+    return tagged, dict(head, mac=mac)
+
+
 def run(quick: bool) -> dict[str, Any]:
     ensure_repo_on_path()
+    from functools import partial
+
     from bench.baselines import AuditChainBaseline
     from sentinel_domain.audit import AuditChain
+    from sentinel_domain.integrity import ChainSeal
+
+    seal = ChainSeal(b"bench-chain-key-of-thirty-two-bytes!")
 
     sizes = SIZES
     rows = []
@@ -48,14 +64,24 @@ def run(quick: bool) -> dict[str, Any]:
         t0 = time.perf_counter()
         events, facts, head = build_chain(n)
         build = time.perf_counter() - t0
-        checkpoint = {"seq": n // 2, "hash": events[n // 2 - 1]["hash"]}
-        verifiers = {"product": AuditChain.verify, "baseline": AuditChainBaseline.verify}
-        answers = {k: v("bench", "cand_audit", events, facts, head, checkpoint) for k, v in verifiers.items()}
+        middle = events[n // 2 - 1]
+        checkpoint = seal.checkpoint("bench", "cand_audit", n // 2, middle["hash"], middle["at"])
+        tagged, tagged_head = sealed(events, head, seal)
+        verifiers = {"product": partial(AuditChain.verify, seal=seal), "baseline": AuditChainBaseline.verify}
+        inputs = {"product": (tagged, tagged_head, checkpoint), "baseline": (events, head, checkpoint)}
+
+        def check(
+            name: str, fact_texts: dict[int, str], inputs: Any = inputs, verifiers: Any = verifiers
+        ) -> Any:
+            chain, chain_head, cp = inputs[name]
+            return verifiers[name]("bench", "cand_audit", chain, fact_texts, chain_head, cp)
+
+        answers = {k: check(k, facts) for k in verifiers}
         assert answers["product"].valid and answers["product"] == answers["baseline"], answers
         # A chain with one edited fact: both verifiers must name the same seq.
         edited = dict(facts)
         edited[n // 3] = edited[n // 3].replace('"passes":true', '"passes":false')
-        caught = {k: v("bench", "cand_audit", events, edited, head, checkpoint) for k, v in verifiers.items()}
+        caught = {k: check(k, edited) for k in verifiers}
         assert caught["product"] == caught["baseline"] and caught["product"].first_bad_seq == n // 3
         cpu: dict[str, list[float]] = {k: [] for k in verifiers}
         wall: dict[str, list[float]] = {k: [] for k in verifiers}
@@ -65,9 +91,9 @@ def run(quick: bool) -> dict[str, Any]:
         try:
             started = time.perf_counter()
             for _ in range(7 if n <= 10_000 else (3 if not quick else 1)):
-                for name, verify in verifiers.items():
+                for name in verifiers:
                     c0, w0 = time.thread_time(), time.perf_counter()
-                    verify("bench", "cand_audit", events, facts, head, checkpoint)
+                    check(name, facts)
                     cpu[name].append(time.thread_time() - c0)
                     wall[name].append(time.perf_counter() - w0)
                 if time.perf_counter() - started > 40:
@@ -102,10 +128,11 @@ def run(quick: bool) -> dict[str, Any]:
             "speedup": at_target["speedup"] if at_target else None,
             "met": bool(at_target and at_target["speedup"] >= bound),
         },
-        "note": "each event costs one canonical form of its hashed fields and two SHA-256 (event hash, fact "
-        "digest); the chain is checked end to end with its head and a checkpoint. Times are this thread's "
-        "CPU time (wall clock shown too), medians, both verifiers in turn on the same chain after checking "
-        "that they give the same answers, on it and on a copy with one fact edited",
+        "note": "each event costs one canonical form of its hashed fields, two SHA-256 (event hash, fact "
+        "digest) and one HMAC-SHA256 (its tag under the chain key, issue 13); the chain is checked end to "
+        "end with its head's tag and a checkpoint's. The baseline checks the same chain without tags. Times "
+        "are this thread's CPU time (wall clock shown too), medians, both verifiers in turn after checking "
+        "that they give the same answers, on the chain and on a copy with one fact edited",
         "baseline": "AuditChain.verify at e908c9a (bench/baselines.py): each event's hashed fields went "
         "through rfc8785's pure-Python writer",
         "fix": "src/sentinel_domain/audit.py event_hash writes the RFC 8785 form of the usual event (text "

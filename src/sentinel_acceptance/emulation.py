@@ -426,11 +426,22 @@ class PackagedRunner:
         self._stderr.close()
 
 
-def runner_environment(deployed: Mapping[str, str], key_file: Path, home: Path) -> dict[str, str]:
+def runner_environment(
+    deployed: Mapping[str, str],
+    key_file: Path,
+    home: Path,
+    chain_key_file: Path | None = None,
+    data_dir: Path | None = None,
+) -> dict[str, str]:
     """The deployed functions' environment, as the runner must see it. Two changes, both reported: the token
-    key comes from a file (moto's CloudFormation creates no Secrets Manager secret), and the runtime is
-    `local` (health must not claim to be Lambda)."""
-    env = {k: v for k, v in deployed.items() if k != names.ENV_TOKEN_KEY_SECRET_ARN}
+    and chain keys come from files (moto's CloudFormation creates no Secrets Manager secret), and the runtime
+    is `local` (health must not claim to be Lambda; the runner keeps its witness in its data directory)."""
+    secrets_arns = {names.ENV_TOKEN_KEY_SECRET_ARN, names.ENV_CHAIN_KEY_SECRET_ARN, names.ENV_WITNESS_BUCKET}
+    env = {k: v for k, v in deployed.items() if k not in secrets_arns}
+    if chain_key_file is not None:
+        env["SENTINEL_CHAIN_KEY_FILE"] = str(chain_key_file)
+    if data_dir is not None:
+        env["SENTINEL_DATA_DIR"] = str(data_dir)
     env.update(
         {
             names.ENV_RUNTIME: "local",
@@ -519,7 +530,19 @@ def run_local(
         descriptor = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w") as out:
             out.write(secrets.token_hex(32) + "\n")
-        operator = operator_runtime(outputs, REGION, cloud.endpoint, str(key_file))
+        # The chain key too comes from a file (no Secrets Manager secret in moto's CloudFormation): the
+        # operator's project-chain events and the runner's are authenticated under the same one.
+        chain_key_file = Path(scratch) / "chain.key"
+        descriptor = os.open(chain_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(secrets.token_hex(32) + "\n")
+        # The runner's data directory, where it keeps its witness (one per state table).
+        runner_data = Path(scratch) / "runner-data"
+        runner_data.mkdir(mode=0o700)
+        witness_file = runner_data / f"witness-{outputs[names.OUTPUT_STATE_TABLE]}.jsonl"
+        operator = operator_runtime(
+            outputs, REGION, cloud.endpoint, str(key_file), str(chain_key_file), str(witness_file)
+        )
         minted = mint(operator, options.project, _seconds(DEFAULT_TTL))
         # The same code path as a live run: the tokens reach the suite as environment variables.
         target.env = {
@@ -527,7 +550,9 @@ def run_local(
         }
         lap("mint")
         places = unpack(built, Path(scratch) / "packages")
-        environment = runner_environment(deployed_environment(cloud, outputs), key_file, home)
+        environment = runner_environment(
+            deployed_environment(cloud, outputs), key_file, home, chain_key_file, runner_data
+        )
         with PackagedRunner(places, environment, cloud.endpoint, Path(scratch) / "events.jsonl") as runner:
             lap("runner_start")
             target.api_url = runner.banner["url"]

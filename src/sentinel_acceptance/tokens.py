@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sentinel_service import names
@@ -137,6 +138,8 @@ def operator_runtime(
     region: str,
     endpoint: str | None = None,
     token_key_file: str | None = None,
+    chain_key_file: str | None = None,
+    witness_file: str | None = None,
 ) -> Operator:
     """The operator's acts on the deployed tables, composed from the stack's outputs rather than the
     environment, with the operator's own AWS credentials (or the emulation's endpoint)."""
@@ -156,6 +159,10 @@ def operator_runtime(
         env["SENTINEL_TOKEN_KEY_FILE"] = token_key_file
     else:
         env["SENTINEL_TOKEN_KEY_SECRET_ARN"] = outputs.get(names.OUTPUT_TOKEN_KEY_SECRET_ARN) or ""
+    # The project chain's events are authenticated under the chain key: the emulation's file here. (A live
+    # run needs the stack's chain key secret, which the stack that keeps one outputs: not yet wired.)
+    if chain_key_file:
+        env["SENTINEL_CHAIN_KEY_FILE"] = chain_key_file
     if not env["SENTINEL_STATE_TABLE"] or not env["SENTINEL_PRINCIPALS_TABLE"]:
         raise TokensUnavailable("the stack's outputs name no state or principals table")
     settings = Settings.from_env(env)
@@ -163,6 +170,13 @@ def operator_runtime(
         {"aws_access_key_id": "acceptance", "aws_secret_access_key": "acceptance"} if endpoint else {}
     )
     client = LockedClient(dynamodb_client(settings, OPERATOR_TIMEOUTS, credentials))
+    if witness_file:  # the emulation's runner keeps its witness in a file: the operator's writes check it too
+        from sentinel_service.adapters.chain_key import load_chain_seal
+        from sentinel_service.adapters.file_witness import FileWitness, create_witness_file
+
+        create_witness_file(Path(witness_file))
+        witness = FileWitness(Path(witness_file), lambda: load_chain_seal(settings))
+        return compose(settings, dynamodb=client, witness=witness).operator
     return compose(settings, dynamodb=client).operator
 
 

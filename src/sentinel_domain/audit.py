@@ -3,9 +3,19 @@
 from collections.abc import Callable
 from dataclasses import dataclass
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, Protocol
 
 from .canonical import digest, sha256_hex
+
+
+class Seal(Protocol):
+    """What verification asks of the chain key's seal (`integrity.ChainSeal`, which imports this module)."""
+
+    def event_verifies(self, hash_: Any, mac: Any) -> bool: ...
+
+    def head_verifies(self, project: str, candidate_id: str | None, head: Any, at: Any) -> bool: ...
+
+    def checkpoint_verifies(self, checkpoint: Any) -> bool: ...
 
 
 def genesis_hash(project: str, candidate_id: str | None) -> str:
@@ -14,6 +24,9 @@ def genesis_hash(project: str, candidate_id: str | None) -> str:
 
 HASHED_FIELDS = ("project", "candidate_id", "seq", "type", "actor", "at", "payload_digest", "prev_hash")
 EVENT_FIELDS = frozenset((*HASHED_FIELDS, "hash"))
+# A sealed event also carries `mac`, the chain key's tag over its hash (integrity.ChainSeal.event_mac): the
+# only attribute outside the hash that an event may hold, and it is checked whenever the key is at hand.
+SEALED_EVENT_FIELDS = frozenset((*EVENT_FIELDS, "mac"))
 
 
 # The RFC 8785 form of an event's hashed fields, keys in their canonical order (UTF-16 code units), for the
@@ -103,7 +116,8 @@ def _failure(length: int, head_hash: str | None, seq: int) -> Callable[[str], Ve
 
 
 class AuditChain:
-    """Verifies a chain: every link, every fact against its event, the head, and the newest checkpoint."""
+    """Verifies a chain: every link, every fact against its event, the head, and the newest checkpoint; with
+    the chain key's seal, every event's and the head's authentication and the checkpoint's too."""
 
     @staticmethod
     def verify(
@@ -113,10 +127,16 @@ class AuditChain:
         facts: dict[int, str],
         head: dict[str, Any] | None,
         checkpoint: dict[str, Any] | None = None,
+        *,
+        seal: Seal | None = None,
     ) -> Verification:
+        """Valid, or the first bad seq and why. Every event is read exactly as the decision reads it: its
+        attributes must be the hashed ones, its hash and (sealed) `mac`, nothing else, so nothing a decision
+        could read lies outside what is verified."""
         prev = genesis_hash(project, candidate_id)
         length = len(events)
         last_hash = None
+        fields = SEALED_EVENT_FIELDS if seal is not None else None
         for expected_seq, event in enumerate(events, start=1):
             seq = event.get("seq")
             bad = _failure(length, last_hash, expected_seq)
@@ -126,12 +146,18 @@ class AuditChain:
                 )
             if event.get("project") != project or event.get("candidate_id") != candidate_id:
                 return bad("event belongs to another chain")
-            if event.keys() != EVENT_FIELDS:
+            keys = event.keys()
+            if fields is not None:
+                if keys != fields:
+                    return bad("the event carries no authentication, or fields outside its hash")
+            elif keys != EVENT_FIELDS and keys != SEALED_EVENT_FIELDS:
                 return bad("the event carries fields outside its hash")
             if event.get("prev_hash") != prev:
                 return bad("prev_hash does not match the previous event")
             if event_hash(event) != event.get("hash"):
                 return bad("event hash does not match its content")
+            if seal is not None and not seal.event_verifies(event["hash"], event["mac"]):
+                return bad("the event's authentication does not verify: the gate did not write it")
             fact = facts.get(expected_seq)
             if fact is None:
                 return bad("the fact recorded by this event is missing")
@@ -141,28 +167,75 @@ class AuditChain:
         extra = sorted(set(facts) - set(range(1, length + 1)))
         if extra:
             return Verification(False, length, last_hash, extra[0], "a fact exists without its audit event")
-        if head is None and length:
-            # Every accepted write moves the head in the same transaction: events without one were not
-            # written that way (a head deleted, or a page of it lost), so nothing vouches for where they end.
-            return Verification(False, length, last_hash, length, "the chain has events but no head")
-        if head is not None and (int(head.get("seq", 0)) != length or head.get("hash") != last_hash):
-            return Verification(
-                False,
-                length,
-                last_hash,
-                min(length + 1, int(head.get("seq", 0)) or 1),
-                "the chain head does not match the last event: the tail was cut or rewritten",
-            )
+        head_failure = _against_head(project, candidate_id, events, last_hash, head, seal)
+        if head_failure is not None:
+            return head_failure
         if checkpoint is not None:
-            cp_seq = int(checkpoint["seq"])
-            if cp_seq > length:
-                return Verification(
-                    False,
-                    length,
-                    last_hash,
-                    length + 1,
-                    f"the newest checkpoint names seq {cp_seq}: the tail was cut",
-                )
-            if events[cp_seq - 1]["hash"] != checkpoint["hash"]:
-                return Verification(False, length, last_hash, cp_seq, "the event differs from its checkpoint")
+            return _against_checkpoint(project, candidate_id, events, last_hash, checkpoint, seal)
         return Verification(True, length, last_hash, None, None)
+
+
+def _against_head(
+    project: str,
+    candidate_id: str | None,
+    events: list[dict[str, Any]],
+    last_hash: str | None,
+    head: dict[str, Any] | None,
+    seal: Seal | None,
+) -> Verification | None:
+    """The head must name the last event (and, sealed, carry its checkpoint's tag); None when it does."""
+    length = len(events)
+    if head is None:
+        if not length:
+            return None
+        # Every accepted write moves the head in the same transaction: events without one were not
+        # written that way (a head deleted, or a page of it lost), so nothing vouches for where they end.
+        return Verification(False, length, last_hash, length, "the chain has events but no head")
+    head_seq = head.get("seq")
+    if type(head_seq) is not int or head_seq < 1 or head_seq != length or head.get("hash") != last_hash:
+        return Verification(
+            False,
+            length,
+            last_hash,
+            min(length + 1, head_seq if type(head_seq) is int and head_seq >= 1 else 1),
+            "the chain head does not match the last event: the tail was cut or rewritten",
+        )
+    if seal is not None and not seal.head_verifies(project, candidate_id, head, events[-1]["at"]):
+        return Verification(False, length, last_hash, length, "the head's authentication does not verify")
+    return None
+
+
+def _against_checkpoint(
+    project: str,
+    candidate_id: str | None,
+    events: list[dict[str, Any]],
+    last_hash: str | None,
+    checkpoint: dict[str, Any],
+    seal: Seal | None,
+) -> Verification:
+    """The chain must reach the checkpoint (a witness ahead of the table is a cut tail, or a rollback) and
+    hold the checkpoint's hash at its seq. A checkpoint that does not verify, or names another chain, is
+    tampering with the witness's input, never a pass."""
+    length = len(events)
+    cp_seq = checkpoint.get("seq")
+    if (
+        type(cp_seq) is not int
+        or cp_seq < 1
+        or checkpoint.get("project") not in (None, project)
+        or checkpoint.get("candidate_id", candidate_id) != candidate_id
+        or (seal is not None and not seal.checkpoint_verifies(checkpoint))
+    ):
+        return Verification(
+            False, length, last_hash, 1, "the witness's newest checkpoint does not verify for this chain"
+        )
+    if cp_seq > length:
+        return Verification(
+            False,
+            length,
+            last_hash,
+            length + 1,
+            f"the newest checkpoint names seq {cp_seq}: the tail was cut or rolled back",
+        )
+    if events[cp_seq - 1]["hash"] != checkpoint.get("hash"):
+        return Verification(False, length, last_hash, cp_seq, "the event differs from its checkpoint")
+    return Verification(True, length, last_hash, None, None)

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .errors import Refusal, StoreConflict
+from .integrity import CHECKPOINT_KIND, ChainSeal, CheckpointForged, WitnessBook
 from .ports import Append, ClaimTaken, IdempotencyRecord, Stream, StreamRef
 
 
@@ -39,7 +40,10 @@ class MemoryStore:
         self.streams: dict[StreamRef, Stream] = {}
         self.claims: dict[str, dict[str, dict[str, Any]]] = {}
         self.idempotency: dict[tuple[StreamRef, str, str], IdempotencyRecord] = {}
-        self.outbox: list[dict[str, Any]] = []
+        self.outbox: list[dict[str, Any]] = []  # side effects
+        # The checkpoint items every sealed append carries, kept apart from the side effects (the outbox the
+        # rules speak of): a relay would move them to the witness.
+        self.checkpoint_items: list[dict[str, Any]] = []
         self.loads = 0
         self.head_loads = 0
         self._lock = threading.Lock()
@@ -107,7 +111,9 @@ class MemoryStore:
             stream.facts[a.event["seq"]] = a.fact_text
             stream.head = dict(a.head)
             self.streams[a.ref] = stream
-            self.outbox.extend(copy.deepcopy(a.outbox))
+            for entry in copy.deepcopy(a.outbox):
+                kept = self.checkpoint_items if entry.get("kind") == CHECKPOINT_KIND else self.outbox
+                kept.append(entry)
             if a.idempotency is not None:
                 rec = a.idempotency
                 self.idempotency[(rec.ref, rec.scope, rec.key)] = replace(rec)
@@ -163,3 +169,37 @@ class MemoryStore:
                 and held.claimed_at == record.claimed_at
             ):
                 del self.idempotency[(record.ref, record.scope, record.key)]
+
+
+class MemoryWitness:
+    """The Witness port in memory (tests, the evaluation harness): the same admission rule as every witness
+    (`integrity.WitnessBook`), and what it was asked to keep, for tests to look at."""
+
+    def __init__(self, seal: ChainSeal | None) -> None:
+        self.book = WitnessBook(seal)
+        self.refused: list[Any] = []
+        self._lock = threading.Lock()
+
+    def newest(self, ref: StreamRef) -> dict[str, Any] | None:
+        with self._lock:
+            return self.book.newest(ref)
+
+    def append(self, checkpoint: dict[str, Any]) -> bool:
+        with self._lock:
+            try:
+                chain, kept, duplicate = self.book.check(checkpoint)
+            except CheckpointForged:
+                self.refused.append(copy.deepcopy(checkpoint))
+                raise
+            if duplicate:
+                return False
+            self.book.keep(chain, kept)
+            return True
+
+    def mark_tampered(self, ref: StreamRef, finding: dict[str, Any]) -> None:
+        with self._lock:
+            self.book.keep_mark(ref, finding)
+
+    def tampered(self, ref: StreamRef) -> dict[str, Any] | None:
+        with self._lock:
+            return self.book.tampered(ref)

@@ -23,6 +23,13 @@ class Stream:
     head: dict[str, Any] | None
     complete: bool = True  # False when the read stopped at the page budget
     pages: int = 1
+    # What the witness held for the chain, read just before the chain itself (so the checkpoint of a write
+    # committed after this read can never look like a cut tail): its newest checkpoint and its tamper finding.
+    # `witnessed` is False when the witness was not read (an advisory read in AWS, or no witness).
+    witnessed: bool = False
+    checkpoint: dict[str, Any] | None = None
+    tamper_mark: dict[str, Any] | None = None
+    witness_fault: str | None = None  # why the witness could not be read: nothing is vouched for then
 
     @property
     def seq(self) -> int:

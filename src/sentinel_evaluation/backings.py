@@ -78,14 +78,18 @@ class SqliteBacking:
             return connection.execute(sql).fetchall()
 
     def outbox(self) -> list[dict[str, Any]]:
-        return [json.loads(item) for (item,) in self._rows("SELECT item FROM outbox ORDER BY position")]
+        # Side effects only: the checkpoint items every append carries go to the witness, not to the bus.
+        return [
+            json.loads(item)
+            for (item,) in self._rows("SELECT item FROM outbox WHERE kind != 'checkpoint' ORDER BY position")
+        ]
 
     def snapshot(self) -> tuple[Any, ...]:
         return (
             self._rows("SELECT chain, seq, head FROM chain_heads ORDER BY chain"),
             self._rows("SELECT chain, seq FROM events ORDER BY chain, seq"),
             self._rows("SELECT chain, seq FROM facts ORDER BY chain, seq"),
-            self._rows("SELECT count(*) FROM outbox"),
+            self._rows("SELECT count(*) FROM outbox WHERE kind != 'checkpoint'"),
             self._rows("SELECT chain, record_key, scope, status FROM idempotency ORDER BY chain, record_key"),
             self._rows("SELECT * FROM claims ORDER BY project, claim_key"),
         )

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sentinel_domain.memory import FixedClock, SequentialIds
+from sentinel_domain.integrity import ChainSeal
+from sentinel_domain.memory import FixedClock, MemoryWitness, SequentialIds
 from sentinel_domain.models import Actor
 from sentinel_domain.plans import fill_template
 from sentinel_domain.ports import Append, IdempotencyRecord, StateStore, Stream, StreamRef
@@ -36,6 +37,8 @@ SUBJECT = "payments"
 ENVIRONMENT = "staging"
 DEFAULT_FILES = ("services/payments/api.py",)
 PAGE_BUDGET = 50
+# A fixed chain key for the throwaway stores of a batch (see build_world).
+EVALUATION_SEAL = ChainSeal(b"sentinel-evaluation-chain-key-not-secret")
 
 POLICIES: dict[str, dict[str, Any]] = {
     "unit-tests": {
@@ -356,7 +359,17 @@ def build_world(proposer_script: list[str] | None, backing: Backing | None = Non
     proposer = ScriptedProposer(proposer_script) if proposer_script else None
     # The composition root over this run's fakes; no model unless the scenario scripts one, whatever the
     # environment configures, so the batch never depends on the machine it runs on.
-    services = compose(Settings.from_env(), store=store, clock=clock, ids=ids, proposer=proposer or NoModel())
+    # The chains are sealed as the local runner seals them, under a fixed key: the batch's report (and its
+    # digest) must not depend on a random key, and nothing a run stores outlives it.
+    services = compose(
+        Settings.from_env({}),
+        store=store,
+        clock=clock,
+        ids=ids,
+        proposer=proposer or NoModel(),
+        seal=EVALUATION_SEAL,
+        witness=MemoryWitness(EVALUATION_SEAL),
+    )
     directory = copy.deepcopy(PRINCIPALS)
     gateway = LocalGateway(lambda: services, make_authorizer(directory))
     # The operator creates the project out of band (the CLI's path); everything after goes through the API.

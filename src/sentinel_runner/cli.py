@@ -8,11 +8,13 @@ import json
 import sys
 
 from sentinel_domain.errors import Refusal, StoreUnavailable
+from sentinel_domain.integrity import ChainKeyUnavailable
 from sentinel_domain.models import PROJECT_ID
 from sentinel_service.adapters.principals import DirectoryUnavailable, PrincipalRefused
 from sentinel_service.adapters.token_key import TokenKeyUnavailable
 from sentinel_service.adapters.tokens import parse_duration
 
+from .audit_cli import add_audit_commands
 from .data_dir import DataDirUnavailable
 from .output import fail
 from .serve import cmd_serve
@@ -166,6 +168,7 @@ def parser() -> argparse.ArgumentParser:
     exposure.add_argument("--principal", required=True, metavar="ID")
     add_store_options(exposure)
     exposure.set_defaults(run=cmd_audit_exposure)
+    add_audit_commands(audit)
 
     # The harness is imported only when it runs: a packaged runner carries `local` without `evaluation`.
     evaluate = sub.add_parser("eval", help="replay the scenario catalog twice through the real handlers")
@@ -185,6 +188,7 @@ def parser() -> argparse.ArgumentParser:
         "the report and its digest do not depend on it",
     )
     evaluate.set_defaults(run=cmd_eval)
+
     return p
 
 
@@ -194,7 +198,13 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.run(args))
     except Refusal as refusal:
         return fail(refusal.code, refusal.detail)
-    except (DataDirUnavailable, StoreUnavailable, TokenKeyUnavailable, DirectoryUnavailable) as error:
+    except (
+        DataDirUnavailable,
+        StoreUnavailable,
+        TokenKeyUnavailable,
+        ChainKeyUnavailable,
+        DirectoryUnavailable,
+    ) as error:
         return fail("STATE_UNAVAILABLE", str(error) or type(error).__name__, "fix the store, then run again")
 
 

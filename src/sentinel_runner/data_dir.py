@@ -3,7 +3,11 @@
     <dir>/sentinel.db     the embedded store (SQLite, WAL, synchronous=FULL): chains, facts, heads,
                           idempotency records, outbox, candidate claims, principals and token hashes
     <dir>/token.key       the key token hashes are made under (0600, created on first use)
-    <dir>/events.jsonl    the relay's event log: side effects and chain-head checkpoints, appended only
+    <dir>/chain.key       the key audit events, heads and checkpoints are authenticated under (0600, created
+                          with a new store only; the table never holds it)
+    <dir>/witness.jsonl   the witness: every checkpoint the gate committed, appended and fsynced, never
+                          rewritten (created with the chain key)
+    <dir>/events.jsonl    the relay's event log: side effects, appended only
     <dir>/runner.lock     held by the one `sentinel serve` that owns the directory
 
 The directory is created 0700 (an existing one of ours is closed to 0700; another user's is refused) and its
@@ -20,6 +24,8 @@ from typing import IO
 
 DATABASE = "sentinel.db"
 TOKEN_KEY = "token.key"
+CHAIN_KEY = "chain.key"
+WITNESS = "witness.jsonl"
 EVENT_LOG = "events.jsonl"
 LOCK = "runner.lock"
 
@@ -50,6 +56,14 @@ class DataDir:
     @property
     def token_key(self) -> Path:
         return self.path / TOKEN_KEY
+
+    @property
+    def chain_key(self) -> Path:
+        return self.path / CHAIN_KEY
+
+    @property
+    def witness(self) -> Path:
+        return self.path / WITNESS
 
     @property
     def event_log(self) -> Path:

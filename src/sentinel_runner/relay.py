@@ -1,11 +1,23 @@
-"""The local outbox relay: moves outbox items (side effects) and chain-head checkpoints to a local event log,
-as DynamoDB Streams and EventBridge Pipes do in AWS. Delivery is at least once; consumers dedupe by id."""
+"""The local outbox relay: moves side-effect outbox items to a local event log, as DynamoDB Streams and
+EventBridge Pipes do in AWS, and checkpoint outbox items to the witness, as the witness writer does in AWS.
+Delivery is at least once; consumers dedupe by id (the witness by content).
+
+Checkpoints come only from the outbox items the gate committed with each head, never from reading the
+table's heads (a head the table holds may be a tamperer's). Each one reaches the witness only when its tag
+verifies under the chain key: whoever can write the table can write an outbox item, and a forged one is
+recorded as tampering of the chain it names instead. The gate itself appends each checkpoint to the local
+witness before answering; the relay delivers what that missed (a witness briefly unavailable) and catches
+forged items."""
 
 import json
 import os
 import threading
 from pathlib import Path
 from typing import Any
+
+from sentinel_domain.errors import StoreUnavailable
+from sentinel_domain.integrity import CheckpointForged, checkpoint_from_outbox
+from sentinel_domain.ports import StreamRef, Witness, WitnessConflict
 
 
 class EventLog:
@@ -48,54 +60,75 @@ class EventLog:
                     # On disk before the relay marks the item relayed: at least once, never zero times.
                     os.fsync(out.fileno())
 
-    def newest_checkpoint(self, project: str, candidate_id: str | None) -> dict[str, Any] | None:
-        with self._lock:
-            found = [
-                e
-                for e in self.events
-                if e["detail-type"] == "sentinel.checkpoint"
-                and e["detail"].get("project") == project
-                and e["detail"].get("candidate_id") == candidate_id
-            ]
-        return found[-1]["detail"] if found else None
 
-    def newest(self, ref: Any) -> dict[str, Any] | None:
-        """The Checkpoints port of the core, over this log."""
-        return self.newest_checkpoint(ref.project, ref.candidate_id)
+def chain_of(pk: str) -> StreamRef | None:
+    """The chain an outbox item's partition names (`P#project` or `P#project#C#candidate`)."""
+    if not pk.startswith("P#"):
+        return None
+    project, _, candidate_id = pk[2:].partition("#C#")
+    return StreamRef(project, candidate_id or None)
 
 
 class OutboxRelay:
-    def __init__(self, store: Any, log: EventLog, interval: float = 0.2) -> None:
+    def __init__(
+        self, store: Any, log: EventLog, interval: float = 0.2, witness: Witness | None = None
+    ) -> None:
         self.store = store
         self.log = log
+        self.witness = witness
         self.interval = interval
-        self._seen_heads: dict[str, int] = {}
+        self.forged = 0  # forged checkpoint items found, each recorded as tampering of its chain
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def run_once(self) -> int:
         moved = 0
         for pending in self.store.pending_outbox():
-            self.log.publish(
-                {
-                    "source": "sentinel",
-                    "detail-type": f"sentinel.{pending['kind']}",
-                    "detail": pending["item"],
-                }
-            )
-            self.store.mark_relayed(pending["pk"], pending["sk"])
-            moved += 1
-        for head in self.store.chain_heads():
-            if self._seen_heads.get(head["pk"]) != head["seq"]:
-                self._seen_heads[head["pk"]] = head["seq"]
+            if pending["kind"] == "checkpoint":
+                if not self._witness(pending["pk"], checkpoint_from_outbox(pending["item"])):
+                    continue  # the witness cannot be written now: the item waits for the next round
+            else:
                 self.log.publish(
                     {
                         "source": "sentinel",
-                        "detail-type": "sentinel.checkpoint",
-                        "detail": {k: head[k] for k in ("project", "candidate_id", "seq", "hash")},
+                        "detail-type": f"sentinel.{pending['kind']}",
+                        "detail": pending["item"],
                     }
                 )
+            self.store.mark_relayed(pending["pk"], pending["sk"])
+            moved += 1
         return moved
+
+    def _witness(self, pk: str, checkpoint: dict[str, Any] | None) -> bool:
+        """Deliver one checkpoint item; False when it must wait (no witness, or the witness failed)."""
+        if self.witness is None:
+            return False
+        ref = chain_of(pk)
+        try:
+            if (
+                checkpoint is None
+                or ref is None
+                or (checkpoint.get("project"), checkpoint.get("candidate_id"))
+                != (ref.project, ref.candidate_id)
+            ):
+                raise CheckpointForged("the checkpoint item names another chain than its partition")
+            self.witness.append(checkpoint)
+        except (CheckpointForged, WitnessConflict) as error:
+            self.forged += 1
+            if ref is not None:
+                seq = checkpoint.get("seq") if isinstance(checkpoint, dict) else None
+                self.witness.mark_tampered(
+                    ref,
+                    {
+                        "first_bad_seq": seq if type(seq) is int and seq >= 1 else 1,
+                        "reason": "a checkpoint in the outbox that the gate did not write"
+                        if isinstance(error, CheckpointForged)
+                        else "the outbox holds another checkpoint than the witness at this seq: a fork",
+                    },
+                )
+        except StoreUnavailable:
+            return False
+        return True
 
     def start(self) -> None:
         def loop() -> None:

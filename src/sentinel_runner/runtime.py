@@ -10,14 +10,38 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from sentinel_domain.ports import Checkpoints
+from sentinel_domain.errors import StoreUnavailable
+from sentinel_domain.integrity import ChainKeyUnavailable, ChainSeal
+from sentinel_service.adapters.chain_key import create_key_file, read_key_file
+from sentinel_service.adapters.file_witness import FileWitness, create_witness_file
 from sentinel_service.adapters.tables import ensure_tables
 from sentinel_service.adapters.token_key import TokenKeyUnavailable
 from sentinel_service.compose import OPERATOR_TIMEOUTS, Services, compose, dynamodb_client
 from sentinel_service.settings import Settings
 
-from .data_dir import DataDir
+from .data_dir import DataDir, default_data_dir, open_data_dir
 from .embedded import LockedClient
+
+
+def local_integrity(key_file: Path, witness_file: Path, *, new: bool) -> tuple[ChainSeal, FileWitness]:
+    """The local gate's seal and witness. A new store gets both, created together (the key 0600 and
+    atomically); a store that has chains must find both where they were: a missing key cannot be replaced
+    (every chain is authenticated under it), and a missing witness would vouch for any rollback."""
+    if new:
+        create_key_file(str(key_file))
+        create_witness_file(witness_file)
+    elif not key_file.exists():
+        raise ChainKeyUnavailable(
+            f"the chain key {key_file} is missing, but the store holds chains authenticated under it: "
+            "restore the key file (a new key would make every chain fail verification)"
+        )
+    elif not witness_file.exists():
+        raise StoreUnavailable(
+            f"the witness {witness_file} is missing, but the store holds chains it vouched for: restore it "
+            "(without it a rolled-back chain could not be told from a whole one)"
+        )
+    seal = ChainSeal(read_key_file(str(key_file)))
+    return seal, FileWitness(witness_file, seal)
 
 
 def is_loopback(url: str) -> bool:
@@ -34,11 +58,13 @@ def connect(
     endpoint: str | None,
     lock: "threading.Lock | None" = None,
     *,
-    checkpoints: Checkpoints | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Services:
     """Against `endpoint` (the embedded store, DynamoDB Local) or, without one, real DynamoDB with the
-    operator's own AWS credentials. A store on an endpoint gets its tables created when missing."""
+    operator's own AWS credentials. A store on an endpoint gets its tables created when missing, and the
+    local runner's seal and witness from the data directory (SENTINEL_CHAIN_KEY_FILE may name another key):
+    the key is created when missing, and so is the witness (a development store: what its witness is worth
+    is what the data directory keeps, docs/failing-closed.md)."""
     env = dict(os.environ if environ is None else environ)
     if endpoint:
         env["SENTINEL_DYNAMODB_ENDPOINT"] = endpoint
@@ -54,20 +80,28 @@ def connect(
     client = LockedClient(dynamodb_client(settings, OPERATOR_TIMEOUTS, credentials), lock)
     if settings.dynamodb_endpoint:
         ensure_tables(client, settings.state_table, settings.principals_table)
+    integrity: dict[str, Any] = {}
+    if settings.runtime == "local":
+        data = open_data_dir(default_data_dir(env))
+        key_file = Path(settings.chain_key_file or data.chain_key).expanduser()
+        # One witness per state table: two tables' chains of the same name are not one chain.
+        witness_file = data.path / f"witness-{settings.state_table}.jsonl"
+        create_witness_file(witness_file)
+        seal, witness = local_integrity(key_file, witness_file, new=not key_file.exists())
+        integrity.update(seal=seal, witness=witness)
     return compose(
         settings,
         dynamodb=client,
-        checkpoints=checkpoints,
         environ=env,
         create_token_key=settings.runtime == "local",
+        **integrity,
     )
 
 
-def open_embedded(
-    data: DataDir, *, checkpoints: Checkpoints | None = None, environ: Mapping[str, str] | None = None
-) -> Services:
+def open_embedded(data: DataDir, *, environ: Mapping[str, str] | None = None) -> Services:
     """The embedded store in `data`: chains, principals and token hashes in one SQLite database, the token
-    key beside it (created 0600 on first use, unless SENTINEL_TOKEN_KEY_FILE names another). Raises
+    key beside it (created 0600 on first use, unless SENTINEL_TOKEN_KEY_FILE names another), and the chain
+    key and witness (`local_integrity`: made with a new store, required with an existing one). Raises
     StoreUnavailable with a clear message when the database cannot be opened (locked, corrupt, read-only,
     written by a newer version)."""
     from sentinel_service.adapters.sqlite_database import SqliteDatabase
@@ -86,16 +120,25 @@ def open_embedded(
             f"the token key {key_file} is missing, but the store in {data.path} holds tokens made under it: "
             "restore the key file (a new key would void every token)"
         )
+    new = not data.database.exists()
+    env.setdefault("SENTINEL_CHAIN_KEY_FILE", str(data.chain_key))
+    seal, witness = local_integrity(Path(env["SENTINEL_CHAIN_KEY_FILE"]).expanduser(), data.witness, new=new)
     database = SqliteDatabase(data.database)
-    return compose(
+    services = compose(
         Settings.from_env(env),
         store=SqliteStateStore(database),
         directory=SqlitePrincipalDirectory(database),
         admin=SqlitePrincipalAdmin(database),
-        checkpoints=checkpoints,
+        witness=witness,
+        seal=seal,
         environ=env,
         create_token_key=True,
     )
+    if new:
+        # The token key is made with the store, as the chain key is: a first command that needs no token
+        # (`projects create`) must not leave a store whose key the next command takes for lost.
+        services.token_key()
+    return services
 
 
 def open_stack(stage: str, region: str, *, environ: Mapping[str, str] | None = None) -> Services:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sentinel_domain.errors import StoreUnavailable
+from sentinel_domain.integrity import ChainKeyUnavailable
 from sentinel_service.adapters.principals import DirectoryUnavailable
 from sentinel_service.adapters.token_key import TokenKeyUnavailable
 
@@ -47,7 +48,7 @@ def open_store(args: argparse.Namespace, held: Startup) -> tuple[Any, EventLog, 
 
     if args.dynamodb_endpoint:
         log = EventLog(Path(args.event_log) if args.event_log else None)
-        services = connect(args.dynamodb_endpoint, checkpoints=log)
+        services = connect(args.dynamodb_endpoint)
         return (
             services,
             log,
@@ -60,7 +61,7 @@ def open_store(args: argparse.Namespace, held: Startup) -> tuple[Any, EventLog, 
         data = data_dir_of(args)
     held.lock = RunnerLock(data).acquire()
     log = EventLog(Path(args.event_log) if args.event_log else data.event_log)
-    services = open_embedded(data, checkpoints=log)
+    services = open_embedded(data)
     about: dict[str, Any] = {"store": "memory" if held.throwaway else "sqlite", "data_dir": str(data.path)}
     if held.throwaway:
         about.update(persistent=False, durability="a throwaway: deleted when this server stops")
@@ -81,16 +82,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
             services, log, about = open_store(args, held)
             services.token_key()  # at start: a key that cannot be read refuses to serve, not every request
             seed = seed_demo(services.operator) if args.seed else None
-        except (DataDirUnavailable, StoreUnavailable, TokenKeyUnavailable, DirectoryUnavailable) as error:
+        except (
+            DataDirUnavailable,
+            StoreUnavailable,
+            TokenKeyUnavailable,
+            ChainKeyUnavailable,
+            DirectoryUnavailable,
+        ) as error:
             return fail(
                 "STATE_UNAVAILABLE", str(error), "fix the data directory, or choose another with --data"
             )
-        relay = OutboxRelay(services.store, log)
+        relay = OutboxRelay(services.store, log, witness=services.witness)
         relay.start()
         throttle = TokenBucket(args.rate, args.burst) if args.rate > 0 else None
         server = make_server(LocalGateway(lambda: services, throttle=throttle), args.host, args.port)
         host, port = server.server_address[:2]
         banner: dict[str, Any] = {"url": f"http://{host}:{port}", **about, "event_log": str(log.path or "")}
+        witness_path = getattr(services.witness, "path", None)
+        if witness_path is not None:
+            banner["witness"] = str(witness_path)
         if seed is not None:
             banner["seed"] = seed
         # The handlers go in before the first line: whoever reads it may stop the server at once.

@@ -5,7 +5,6 @@ a deployed stack takes `--aws-stage` and `--aws-region` together, named explicit
 import argparse
 from pathlib import Path
 
-from sentinel_domain.ports import Checkpoints
 from sentinel_service.compose import Services
 
 from .data_dir import DataDir, default_data_dir, open_data_dir
@@ -41,7 +40,7 @@ def data_dir_of(args: argparse.Namespace) -> DataDir:
     return open_data_dir(Path(args.data) if args.data else default_data_dir())
 
 
-def services_for(args: argparse.Namespace, checkpoints: Checkpoints | None = None) -> Services:
+def services_for(args: argparse.Namespace) -> Services:
     """The services over the store the options name (see the module's docstring)."""
     from .runtime import connect, open_embedded, open_stack
 
@@ -50,5 +49,5 @@ def services_for(args: argparse.Namespace, checkpoints: Checkpoints | None = Non
             raise argparse.ArgumentTypeError("--aws-stage needs --aws-region: name the stack's region too")
         return open_stack(args.aws_stage, args.aws_region)
     if args.dynamodb_endpoint:
-        return connect(args.dynamodb_endpoint, checkpoints=checkpoints)
-    return open_embedded(data_dir_of(args), checkpoints=checkpoints)
+        return connect(args.dynamodb_endpoint)
+    return open_embedded(data_dir_of(args))

@@ -4,7 +4,13 @@
 never touches the store builds no client, and the authorizer (which needs only the principal directory and
 the token key) never imports the use cases or pydantic. Lambda calls `lambda_services()` once per cold start;
 the local runner, the operator's commands, acceptance, bench, evaluation and tests call `compose` with their
-own clients, clocks, ids, proposers and checkpoints."""
+own clients, clocks, ids, proposers, seals and witnesses.
+
+The audit chains' seal and witness (sentinel_domain.integrity) are built here too: the seal from the chain key
+the settings name (never a default: no key, and every write is refused), the witness from the settings in AWS
+(an S3 Object Lock bucket) or handed in by the local runner (a file in its data directory). The runtime
+decides how the gate uses the witness: locally every read compares with it and every write appends its
+checkpoint before answering; in AWS only release paths read it and the outbox carries checkpoints to it."""
 
 from __future__ import annotations
 
@@ -19,7 +25,8 @@ from sentinel_service import names
 from sentinel_service.settings import Settings
 
 if TYPE_CHECKING:
-    from sentinel_domain.ports import Checkpoints, Clock, Ids, Proposer, StateStore
+    from sentinel_domain.integrity import ChainSeal
+    from sentinel_domain.ports import Clock, Ids, Proposer, StateStore, StreamRef, Witness
     from sentinel_domain.usecases import Gate
     from sentinel_domain.usecases.project_reads import ChainCache
     from sentinel_service.adapters.principal_rules import PrincipalReader, PrincipalWriter
@@ -99,9 +106,12 @@ class Services:
         clock: Clock | None = None,
         ids: Ids | None = None,
         proposer: Proposer | None = None,
-        checkpoints: Checkpoints | None = None,
+        witness: Witness | None = None,
+        seal: ChainSeal | None = None,
         token_key: bytes | None = None,
         create_token_key: bool = False,
+        create_chain_key: bool = False,
+        s3: Any = None,
         environ: Mapping[str, str] | None = None,
         timeouts: Mapping[str, Any] = API_TIMEOUTS,
         hold_chains: bool | None = None,
@@ -114,9 +124,12 @@ class Services:
         self._clock = clock
         self._ids = ids
         self._proposer = proposer
-        self.checkpoints = checkpoints
+        self._witness = witness
+        self._seal = seal
+        self._s3 = s3
         self._token_key = token_key
         self._create_token_key = create_token_key
+        self._create_chain_key = create_chain_key
         self._environ = environ
         self._timeouts = timeouts
         self._hold_chains = hold_chains
@@ -191,6 +204,48 @@ class Services:
                 self._token_key = load_token_key(self.settings, create=self._create_token_key)
             return self._token_key
 
+    def chain_seal(self) -> ChainSeal:
+        """The seal over the chain key. A key that cannot be read raises ChainKeyUnavailable (and is tried
+        again next time): the gate refuses every write and holds every decision meanwhile."""
+        with self._key_lock:
+            if self._seal is None:
+                from sentinel_service.adapters.chain_key import load_chain_seal
+
+                self._seal = load_chain_seal(self.settings, create=self._create_chain_key)
+            return self._seal
+
+    @property
+    def local_witness(self) -> bool:
+        """The local runner's way: every read compares with the witness, every write appends to it."""
+        return self.settings.runtime == "local"
+
+    @cached_property
+    def witness(self) -> Witness:
+        """The one handed in; else, in AWS, the S3 witness over `settings.witness_bucket`, built on first use
+        (it needs the seal); with neither, a witness that cannot be read (release paths hold, never pass)."""
+        if self._witness is not None:
+            return self._witness
+        if self.settings.witness_bucket:
+            bucket = self.settings.witness_bucket
+            return DeferredWitness(lambda: self._s3_witness(bucket))
+        return DeferredWitness(None)
+
+    def _s3_witness(self, bucket: str) -> Witness:
+        # Imported here: the S3 adapter (and boto3) load only where a bucket is configured.
+        from sentinel_service.adapters.s3_witness import S3Witness
+
+        witness: Witness = S3Witness(self.s3, bucket, self.chain_seal())
+        return witness
+
+    @cached_property
+    def s3(self) -> Any:
+        if self._s3 is not None:
+            return self._s3
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client("s3", region_name=self.settings.region, config=Config(**self._timeouts))
+
     def now(self) -> datetime:
         return self.clock.now()
 
@@ -224,8 +279,11 @@ class Services:
             self.clock,
             self.ids,
             proposer=self.proposer,
-            checkpoints=self.checkpoints,
+            witness=self.witness,
             chain_cache=self.chain_cache,
+            seal=self.chain_seal,
+            reads_witness=self.local_witness,
+            appends_witness=self.local_witness,
         )
 
     @cached_property
@@ -235,6 +293,42 @@ class Services:
 
         changes = principal_changes(self.store, self.admin)
         return Operator(self.gate, self.admin, self.token_key, self.clock, changes)
+
+
+class DeferredWitness:
+    """A witness built on first use, and rebuilt after a failure: its construction needs the chain key, which
+    may not be readable yet. Whatever fails (no witness configured, no key, the adapter itself) is
+    StoreUnavailable, so the gate holds or refuses rather than going on without it."""
+
+    def __init__(self, build: Callable[[], Witness] | None) -> None:
+        self._build = build
+        self._built: Witness | None = None
+        self._lock = threading.Lock()
+
+    def _target(self) -> Witness:
+        from sentinel_domain.errors import StoreUnavailable
+
+        with self._lock:
+            if self._built is None:
+                if self._build is None:
+                    raise StoreUnavailable("no witness is configured (SENTINEL_WITNESS_BUCKET)")
+                try:
+                    self._built = self._build()
+                except Exception as error:
+                    raise StoreUnavailable(f"the witness cannot be used: {type(error).__name__}") from None
+            return self._built
+
+    def newest(self, ref: StreamRef) -> dict[str, Any] | None:
+        return self._target().newest(ref)
+
+    def append(self, checkpoint: dict[str, Any]) -> bool:
+        return self._target().append(checkpoint)
+
+    def mark_tampered(self, ref: StreamRef, finding: dict[str, Any]) -> None:
+        self._target().mark_tampered(ref, finding)
+
+    def tampered(self, ref: StreamRef) -> dict[str, Any] | None:
+        return self._target().tampered(ref)
 
 
 def compose(settings: Settings, **overrides: Any) -> Services:

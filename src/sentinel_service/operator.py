@@ -250,10 +250,18 @@ class Operator:
     def _atomically(self, change: Callable[[Sequence[dict[str, Any]]], T], record: Callable[[], None]) -> T:
         for attempt in range(CHANGE_ATTEMPTS):
             try:
-                return self._changes(change, record)
+                result = self._changes(change, record)
             except PrincipalRefused as refused:
+                self.gate.chain.deferred_checkpoints(deliver=False)  # never committed: never witnessed
                 if refused.code != "CONFLICT" or attempt == CHANGE_ATTEMPTS - 1:
                     raise
+                continue
+            except BaseException:
+                self.gate.chain.deferred_checkpoints(deliver=False)
+                raise
+            # Committed: its checkpoints reach the witness now, as every other write's do before answering.
+            self.gate.chain.deferred_checkpoints(deliver=True)
+            return result
         raise AssertionError("unreachable")  # the loop returns or raises
 
 

@@ -55,7 +55,10 @@ class Settings:
     model_max_attempts: int = 2
     model_budget_seconds: float = 20.0
     model_max_output_tokens: int = 8192
-    # Issue 13 (tamper evidence in AWS): the chain key's secret, the witness bucket and its signing key.
+    # The audit chains' seal and witness (sentinel_domain.integrity): the chain key (a 0600 file locally, a
+    # Secrets Manager secret in AWS, never the token key) and, in AWS, the S3 bucket under Object Lock that
+    # keeps the checkpoints, and the KMS key that signs its records.
+    chain_key_file: str | None = None
     chain_key_secret_arn: str | None = None
     witness_bucket: str | None = None
     witness_signing_key_id: str | None = None
@@ -89,6 +92,7 @@ class Settings:
             model_max_attempts=int(_number(e, "SENTINEL_MODEL_MAX_ATTEMPTS", 2, 1, 3)),
             model_budget_seconds=budget,
             model_max_output_tokens=int(_number(e, "SENTINEL_MODEL_MAX_OUTPUT_TOKENS", 8192, 256, 32768)),
+            chain_key_file=e.get("SENTINEL_CHAIN_KEY_FILE") or None,
             chain_key_secret_arn=e.get("SENTINEL_CHAIN_KEY_SECRET_ARN") or None,
             witness_bucket=e.get("SENTINEL_WITNESS_BUCKET") or None,
             witness_signing_key_id=e.get("SENTINEL_WITNESS_SIGNING_KEY_ID") or None,

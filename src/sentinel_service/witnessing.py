@@ -32,7 +32,12 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from sentinel_domain.errors import StoreUnavailable
-from sentinel_domain.integrity import ChainKeyUnavailable, ChainSeal, verify_against_witness
+from sentinel_domain.integrity import (
+    ChainKeyUnavailable,
+    ChainSeal,
+    checkpoint_from_outbox,
+    verify_against_witness,
+)
 from sentinel_domain.ports import Clock, StateStore, StreamRef, WitnessConflict
 from sentinel_domain.times import format_time
 from sentinel_service import names
@@ -142,7 +147,8 @@ class WitnessWriter:
             self._note_changed(ref, report)
 
     def _checkpoint(self, pk: str, item: str, report: WriterReport) -> None:
-        checkpoint = _json_object(item)
+        # The gate's outbox entry: the checkpoint's fields and its kind (integrity.checkpoint_outbox_entry)
+        checkpoint = checkpoint_from_outbox(_json_object(item))
         if checkpoint is None or not self.seal.checkpoint_verifies(checkpoint):
             report.forged += 1
             # Where it was found, never what it carried: no tag, and never the key.
@@ -203,6 +209,7 @@ class ChainVerifier:
     witness: S3Witness
     clock: Clock
     emit: Emit = print_emf
+    seal: ChainSeal | None = None  # every event's and head's tag is checked too (issue 13, the local half)
 
     def run(self) -> VerifierReport:
         now = self.clock.now()
@@ -232,7 +239,7 @@ class ChainVerifier:
 
     def _verify(self, ref: StreamRef, now: datetime, report: VerifierReport) -> None:
         try:
-            verification = verify_against_witness(self.store, self.witness, ref)
+            verification = verify_against_witness(self.store, self.witness, ref, self.seal)
             if verification.valid:
                 report.verified.append(ref)
                 return
@@ -316,7 +323,7 @@ def build_integrity(settings: Settings, *, dynamodb: Any, s3: Any, kms: Any, sec
     signer = KmsSigner(kms, settings.witness_signing_key_id)
     witness = S3Witness(s3, settings.witness_bucket, seal, signer=signer, clock=clock)
     store = DynamoStateStore(dynamodb, settings.state_table)
-    return Integrity(WitnessWriter(witness, seal, clock), ChainVerifier(store, witness, clock))
+    return Integrity(WitnessWriter(witness, seal, clock), ChainVerifier(store, witness, clock, seal=seal))
 
 
 @lru_cache(maxsize=1)

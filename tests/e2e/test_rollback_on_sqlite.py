@@ -1,9 +1,13 @@
-"""The attack: someone who can write the local gate's database (but not its key or event log) hides a failing
-test report by deleting its event and rolling the chain's HEAD back, to turn `hold` into `ready`."""
+"""The attack: someone who can write the local gate's database (but not its chain key or witness) hides a
+failing test report by deleting its event and rolling the chain's HEAD back to the genuine head before it
+(its tag copied from the checkpoint item the database still holds), to turn `hold` into `ready`. The local
+gate appends every checkpoint to its witness before answering, so the very next read names the cut, and
+`sentinel audit verify` names it too."""
 
 import json
 import sqlite3
-import time
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,13 +21,11 @@ pytestmark = pytest.mark.http
 FAILING = '<testsuite name="C1"><testcase name="a"/><testcase name="b"><failure/></testcase></testsuite>'
 
 
-def checkpoint_seq(log: Path, candidate_id: str) -> int:
-    if not log.exists():
-        return 0
+def checkpoint_seq(witness: Path, candidate_id: str) -> int:
     seqs = [
-        e["detail"]["seq"]
-        for e in map(json.loads, log.read_text().splitlines())
-        if e["detail-type"] == "sentinel.checkpoint" and e["detail"]["candidate_id"] == candidate_id
+        r["checkpoint"]["seq"]
+        for r in map(json.loads, witness.read_text().splitlines())
+        if "checkpoint" in r and r["checkpoint"]["candidate_id"] == candidate_id
     ]
     return max(seqs, default=0)
 
@@ -52,10 +54,8 @@ def test_a_failing_report_deleted_with_head_rolled_back_is_tampering_not_ready(t
         )
         assert failing.status == 201 and failing.body["outcome"] == "fail"
         assert clients["requester"].decision("demo", cid).body["decision"] == "hold"
-        # (the relay has passed the new head to the event log, as it does within a round)
-        deadline = time.monotonic() + 10
-        while checkpoint_seq(gate.event_log, cid) < failing.body["seq"] and time.monotonic() < deadline:
-            time.sleep(0.1)
+        # (the gate appended the new head's checkpoint to the witness before it answered)
+        assert checkpoint_seq(tmp_path / "witness.jsonl", cid) == failing.body["seq"]
         # When the attacker deletes the failing report's event and fact, and moves HEAD back one event
         chain = f"P#demo#C#{cid}"
         with sqlite3.connect(tmp_path / "sentinel.db") as db:
@@ -65,15 +65,19 @@ def test_a_failing_report_deleted_with_head_rolled_back_is_tampering_not_ready(t
             head = json.loads(
                 db.execute("SELECT head FROM chain_heads WHERE chain = ?", (chain,)).fetchone()[0]
             )
+            older = json.loads(
+                db.execute(
+                    "SELECT item FROM outbox WHERE chain = ? AND seq = ? AND kind = 'checkpoint'",
+                    (chain, seq - 1),
+                ).fetchone()[0]
+            )
             db.execute("DELETE FROM events WHERE chain = ? AND seq = ?", (chain, seq))
             db.execute("DELETE FROM facts WHERE chain = ? AND seq = ?", (chain, seq))
             db.execute(
                 "UPDATE chain_heads SET seq = ?, head = ? WHERE chain = ?",
                 (
                     seq - 1,
-                    json.dumps(
-                        {**head, "hash": before["hash"], **({"seq": seq - 1} if "seq" in head else {})}
-                    ),
+                    json.dumps({**head, "hash": before["hash"], "seq": seq - 1, "mac": older["mac"]}),
                     chain,
                 ),
             )
@@ -82,4 +86,11 @@ def test_a_failing_report_deleted_with_head_rolled_back_is_tampering_not_ready(t
         recorded = clients["requester"].request("POST", f"/projects/demo/candidates/{cid}/decisions")
     assert decision["decision"] == "hold"
     assert "STATE_TAMPERED" in {f["code"] for f in decision["findings"]}
-    assert recorded.body["decision"] == "hold"
+    assert recorded.body["decision"] == "hold" and recorded.body["recorded"] is False
+    # And the operator's check names the first missing seq, exit 1
+    command = ["audit", "verify", "--project", "demo", "--candidate", cid, "--data", str(tmp_path)]
+    audit = subprocess.run(
+        [sys.executable, "-m", "sentinel_runner.cli", *command], capture_output=True, text=True, timeout=60
+    )
+    assert audit.returncode == 1, audit.stderr
+    assert json.loads(audit.stdout)["first_bad_seq"] == seq

@@ -13,7 +13,7 @@ from sentinel_service.compose import compose
 from sentinel_service.operator import Operator
 from sentinel_service.settings import Settings
 from support.moto_world import moto_dynamodb
-from support.world import CONFIG, LINT_POLICY, UNIT_POLICY
+from support.world import CONFIG, LINT_POLICY, UNIT_POLICY, sealed
 
 KEY = bytes(range(32))
 
@@ -23,7 +23,7 @@ def operator() -> Iterator[Operator]:
     with moto_dynamodb() as client:
         settings = Settings.from_env({"AWS_REGION": "us-east-1"})
         ensure_tables(client, settings.state_table, settings.principals_table)
-        yield compose(settings, dynamodb=client, token_key=KEY).operator
+        yield compose(settings, dynamodb=client, token_key=KEY, **sealed()).operator
 
 
 def chain(operator: Operator, project: str) -> list[str]:

@@ -21,6 +21,7 @@ from sentinel_service.adapters.tables import ensure_tables
 from sentinel_service.compose import Services, compose
 from sentinel_service.settings import Settings
 from support.moto_world import moto_dynamodb
+from support.world import sealed
 
 KEY = bytes(range(32))
 
@@ -42,7 +43,7 @@ def services(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Service
     with moto_dynamodb() as client:
         settings = Settings.from_env({"AWS_REGION": "us-east-1"})
         ensure_tables(client, settings.state_table, settings.principals_table)
-        yield compose(settings, dynamodb=client, token_key=KEY)
+        yield compose(settings, dynamodb=client, token_key=KEY, **sealed())
 
 
 def events(services: Services, project: str) -> list[str]:
@@ -119,7 +120,7 @@ def test_on_dynamodb_the_change_and_its_events_are_one_transaction(monkeypatch: 
         # Given the operator over DynamoDB and a reviewer in two projects
         settings = Settings.from_env({"AWS_REGION": "us-east-1"})
         ensure_tables(client, settings.state_table, settings.principals_table)
-        services = compose(settings, dynamodb=client, token_key=KEY)
+        services = compose(settings, dynamodb=client, token_key=KEY, **sealed())
         given_a_reviewer_in_two_projects(services)
         transactions: list[set[str]] = []
         original = client.transact_write_items
@@ -152,7 +153,7 @@ def test_a_chain_that_moves_before_the_transaction_is_judged_again(monkeypatch: 
         # Given the operator over DynamoDB and a reviewer
         settings = Settings.from_env({"AWS_REGION": "us-east-1"})
         ensure_tables(client, settings.state_table, settings.principals_table)
-        services = compose(settings, dynamodb=client, token_key=KEY)
+        services = compose(settings, dynamodb=client, token_key=KEY, **sealed())
         given_a_reviewer_in_two_projects(services)
         # When another write lands on the project chain between staging and the principal's transaction
         original = services.admin.revoke

@@ -17,7 +17,7 @@ from sentinel_service.adapters.tables import ensure_tables
 from sentinel_service.compose import Services, compose
 from sentinel_service.settings import Settings
 from support.moto_world import Flow, moto_dynamodb
-from support.world import CI, CONFIG, LINT_POLICY, PROJECT, REQUESTER, REVIEWER, UNIT_POLICY
+from support.world import CI, CONFIG, LINT_POLICY, PROJECT, REQUESTER, REVIEWER, UNIT_POLICY, sealed
 
 KEY = bytes(range(32))
 STEPS = (
@@ -50,7 +50,7 @@ def services(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Service
     with moto_dynamodb() as client:
         settings = Settings.from_env({"AWS_REGION": "us-east-1"})
         ensure_tables(client, settings.state_table, settings.principals_table)
-        yield compose(settings, dynamodb=client, token_key=KEY)
+        yield compose(settings, dynamodb=client, token_key=KEY, **sealed())
 
 
 def a_recorded_ready(services: Services, flow: Flow | None = None) -> tuple[str, int]:

@@ -17,7 +17,8 @@ from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutErr
 from sentinel_domain.audit import AuditChain
 from sentinel_domain.decision import Decision
 from sentinel_domain.errors import Refusal
-from sentinel_domain.memory import FixedClock, MemoryStore, SequentialIds
+from sentinel_domain.integrity import checkpoint_from_outbox
+from sentinel_domain.memory import FixedClock, MemoryStore, MemoryWitness, SequentialIds
 from sentinel_domain.models import (
     CandidateRequest,
     ChangeContextRequest,
@@ -33,7 +34,7 @@ from sentinel_domain.usecases import LEASE_SECONDS, Gate
 from sentinel_service.adapters.dynamodb_store import DynamoStateStore
 from sentinel_service.adapters.tables import state_table_definition
 from sentinel_service.http.problems import refusal_headers, refusal_status
-from support.world import BASE, CI, PROJECT, REQUESTER, REV, REVIEWER, World
+from support.world import BASE, CI, PROJECT, REQUESTER, REV, REVIEWER, SEAL, World
 
 FILES = ["services/payments/api.py", "docs/guide.md"]
 WRITES = frozenset({"transact_write_items", "put_item", "delete_item", "update_item"})
@@ -460,7 +461,25 @@ class DynamoWorld:
             self.clock, self.ids = FixedClock(frozen.now), SequentialIds()
             self.ids.counter = frozen.ids
             self.flow = copy.deepcopy(frozen.flow)
-        self.gate = Gate(self.store, self.clock, self.ids)
+        # AWS's way with the witness: only release paths read it, and checkpoints reach it through the
+        # outbox (`deliver_checkpoints`, standing in for the witness writer).
+        self.witness = MemoryWitness(SEAL)
+        self.gate = Gate(
+            self.store,
+            self.clock,
+            self.ids,
+            witness=self.witness,
+            seal=SEAL,
+            reads_witness=False,
+            appends_witness=False,
+        )
+
+    def deliver_checkpoints(self) -> int:
+        """What the witness writer does in AWS: every pending checkpoint outbox item to the witness, after
+        its tag verifies (forged ones are recorded as tampering instead)."""
+        from sentinel_runner.relay import EventLog, OutboxRelay
+
+        return OutboxRelay(self.store, EventLog(), witness=self.witness).run_once()
 
     def freeze(self) -> Frozen:
         return Frozen(
@@ -598,7 +617,9 @@ def audit_table(world: DynamoWorld, *, allow_in_progress: bool = False) -> Audit
         if head is not None:
             project, _, candidate = pk[2:].partition("#C#")
             stream = streams[StreamRef(project, candidate or None)]
-            verdict = AuditChain.verify(project, candidate or None, stream.events, stream.facts, stream.head)
+            verdict = AuditChain.verify(
+                project, candidate or None, stream.events, stream.facts, stream.head, seal=SEAL
+            )
             assert verdict.valid, f"{pk}: {verdict}"
             chains[pk] = length
             facts[pk] = [json.loads(stream.facts[s]) for s in sorted(stream.facts)]
@@ -608,6 +629,10 @@ def audit_table(world: DynamoWorld, *, allow_in_progress: bool = False) -> Audit
                 entry = json.loads(_s(item, "item"))
                 seq = _n(item, "seq")
                 assert head is not None and 1 <= seq <= length, f"{pk}: an outbox item without its event"
+                checkpoint = checkpoint_from_outbox(entry)
+                if checkpoint is not None:  # the head's checkpoint, written with it: never a side effect
+                    assert SEAL.checkpoint_verifies(checkpoint), f"{pk}: a checkpoint the gate did not write"
+                    continue
                 outbox.append(entry)
             elif sk.startswith("I#"):
                 if _s(item, "status") == "in_progress":

@@ -14,8 +14,10 @@ from sentinel_domain.integrity import ChainSeal
 from sentinel_domain.ports import StreamRef
 from sentinel_service.adapters.s3_witness import S3Witness
 from sentinel_service.adapters.witness_records import KmsSigner
+from support.world import SEAL as WORLD_SEAL
 
-SEAL = ChainSeal(bytes(range(32)))  # a fixed test key; never a deployment's
+# The tests' one chain key (support.world): the gate seals its chains under it, the witness checks them.
+SEAL: ChainSeal = WORLD_SEAL
 BUCKET = "sentinel-witness-test"
 RETENTION_DAYS = 400
 

@@ -2,8 +2,10 @@
 actors."""
 
 from datetime import UTC, datetime
+from typing import Any
 
-from sentinel_domain.memory import FixedClock, MemoryStore, SequentialIds
+from sentinel_domain.integrity import ChainSeal
+from sentinel_domain.memory import FixedClock, MemoryStore, MemoryWitness, SequentialIds
 from sentinel_domain.models import Actor, CandidateRequest, Policy, ProjectConfig
 from sentinel_service.adapters.proposers import NoModel
 from sentinel_service.compose import compose
@@ -13,6 +15,8 @@ START = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 REV = "a" * 40
 BASE = "b" * 40
 PROJECT = "demo"
+# The tests' chain key: every world's chains are sealed under it, as the composition root seals them.
+SEAL = ChainSeal(b"sentinel-tests-chain-key-0123456789abcdef")
 
 UNIT_POLICY = {
     "check_type": "unit",
@@ -52,6 +56,12 @@ CONFIG = {
 }
 
 
+def sealed() -> dict[str, Any]:
+    """The composition root's seal and witness for a test's services: the tests' key and a fresh witness in
+    memory (compose refuses every write without a chain key, and every local read without a witness)."""
+    return {"seal": SEAL, "witness": MemoryWitness(SEAL)}
+
+
 def actor(id_: str, kind: str, *roles: str, sponsor: str | None = None) -> Actor:
     return Actor(id=id_, kind=kind, sponsor=sponsor, roles=tuple(roles))
 
@@ -70,17 +80,23 @@ OUTSIDER = actor("eve", "human")
 class World:
     """A project with two policies and a config, ready for candidates."""
 
-    def __init__(self, config: dict | None = None, store=None, hold_chains: bool | None = None) -> None:
+    def __init__(
+        self, config: dict | None = None, store=None, witness=None, hold_chains: bool | None = None
+    ) -> None:
         self.store = store if store is not None else MemoryStore()
         self.clock = FixedClock(START)
         self.ids = SequentialIds()
         # The composition root over the fakes: the gate the tests drive is the one the handlers serve.
+        # The local runner's way with the witness: every read compares with it, every write appends to it.
+        self.witness = witness if witness is not None else MemoryWitness(SEAL)
         self.services = compose(
-            Settings.from_env(),
+            Settings.from_env({}),
             store=self.store,
             clock=self.clock,
             ids=self.ids,
             proposer=NoModel(),
+            seal=SEAL,
+            witness=self.witness,
             hold_chains=hold_chains,
         )
         self.gate = self.services.gate

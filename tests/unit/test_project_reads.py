@@ -14,7 +14,7 @@ from sentinel_domain.models import Policy
 from sentinel_domain.ports import Stream, StreamRef
 from sentinel_domain.usecases import Gate
 from sentinel_domain.usecases.project_reads import ChainCache, HeldChain, project_for_decision
-from support.world import ADMIN, PROJECT, REQUESTER, UNIT_POLICY, World
+from support.world import ADMIN, PROJECT, REQUESTER, SEAL, UNIT_POLICY, World
 
 PROJECT_REF = StreamRef(PROJECT)
 
@@ -42,16 +42,6 @@ class CountingStore:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
-
-
-class Archive:
-    """A checkpoint archive holding one checkpoint per chain, set by the test."""
-
-    def __init__(self) -> None:
-        self.checkpoints: dict[StreamRef, dict[str, Any]] = {}
-
-    def newest(self, ref: StreamRef) -> dict[str, Any] | None:
-        return self.checkpoints.get(ref)
 
 
 @pytest.fixture
@@ -130,10 +120,12 @@ def test_a_head_that_moved_backwards_is_a_change(world: World) -> None:
     assert held(world).seq == older.seq + 1
     # When the table is rolled back to the older chain (head included)
     world.store.inner.streams[PROJECT_REF] = older
-    read(world, cid)
-    # Then the decision read does not take the older head for the held one: it reads the chain in full
+    decision = read(world, cid)
+    # Then the decision read does not take the older head for the held one: it reads the chain in full, which
+    # the witness's newest checkpoint names as rolled back, and nothing is held
     assert world.store.reads == {"load_head": 1, "load": 1}
-    assert held(world).seq == older.seq
+    assert "STATE_TAMPERED" in codes(decision)
+    assert held(world) is None
 
 
 def test_another_hash_at_the_same_seq_is_a_change(world: World) -> None:
@@ -208,17 +200,15 @@ def test_a_missing_head_holds_with_state_unavailable(world: World) -> None:
 
 
 def test_a_checkpoint_the_held_chain_does_not_contain_reads_it_in_full() -> None:
-    # Given a gate with a checkpoint archive (as the local runner has), holding the project's chain
+    # Given a gate with a witness (as the local runner has), holding the project's chain
     world = World(store=CountingStore(MemoryStore()), hold_chains=True)
-    archive = Archive()
-    world.gate.checkpoints = archive
     cid, _first = warm(world)
     current = held(world)
-    archive.checkpoints[PROJECT_REF] = {"seq": current.seq, "hash": current.hash}
+    assert world.witness.newest(PROJECT_REF)["seq"] == current.seq
     read(world, cid)
     assert world.store.reads == {"load_head": 1}  # a checkpoint of the held head: reused
-    # When the archive's newest checkpoint names a later seq (the chain was cut back to the held head)
-    archive.checkpoints[PROJECT_REF] = {"seq": current.seq + 1, "hash": "e" * 64}
+    # When the witness's newest checkpoint names a later seq (the chain was cut back to the held head)
+    world.witness.append(SEAL.checkpoint(PROJECT, None, current.seq + 1, "e" * 64, "2026-11-29T12:00:00Z"))
     decision = read(world, cid)
     # Then the chain is read in full and the cut is named
     assert world.store.reads == {"load_head": 1, "load": 1}

@@ -3,11 +3,11 @@
 import base64
 import json
 
-from ..errors import Refusal
+from ..errors import Refusal, StoreUnavailable
 from ..models import Actor
 from ..outcomes import AuditPage
 from ..ports import StreamRef
-from .chain import Chain, need
+from .chain import Chain, need, unavailable
 
 
 def encode_cursor(position: int) -> str:
@@ -33,7 +33,10 @@ def audit(chain: Chain, ref: StreamRef, actor: Actor, limit: int, cursor: str | 
     if stream is None or not stream.facts:
         raise Refusal("NOT_FOUND", "no such " + ("project" if ref.candidate_id is None else "candidate"))
     after = decode_cursor(cursor)
-    verification = chain.verify(stream)
+    try:
+        verification = chain.verify(stream)
+    except StoreUnavailable as error:
+        raise unavailable(f"{error}: the chain cannot be verified") from error
     page = [e for e in stream.events if e["seq"] > after][:limit]
     more = bool(page) and page[-1]["seq"] < len(stream.events)
     return AuditPage(

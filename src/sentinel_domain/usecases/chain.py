@@ -4,6 +4,7 @@ keep (and replay) the first success of an idempotent request.
 
 The use cases hold the rules; this holds the plumbing, once."""
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -13,9 +14,26 @@ from pydantic import ValidationError
 from .. import audit
 from ..canonical import canonical_text, digest
 from ..errors import Refusal, StoreConflict, StoreUnavailable
+from ..integrity import (
+    ChainKeyUnavailable,
+    ChainSeal,
+    SealSource,
+    checkpoint_outbox_entry,
+    marked_tampered,
+)
 from ..models import REVISION, Actor, ProjectConfig
 from ..outcomes import Outcome, Replayable
-from ..ports import Append, Checkpoints, Clock, IdempotencyRecord, Ids, StateStore, Stream, StreamRef
+from ..ports import (
+    Append,
+    Clock,
+    IdempotencyRecord,
+    Ids,
+    StateStore,
+    Stream,
+    StreamRef,
+    Witness,
+    WitnessConflict,
+)
 from ..reviews import approval_status
 from ..state import CandidateState, ProjectState, parse_facts
 from ..times import format_time, plus_seconds
@@ -23,6 +41,7 @@ from ..times import format_time, plus_seconds
 RETRIES = 4
 LEASE_SECONDS = 30
 OPERATOR = "operator"
+HEAD_OWN = frozenset({"seq", "hash", "mac"})  # what every append sets on the head itself
 
 T = TypeVar("T", bound=Outcome)
 R = TypeVar("R", bound=Replayable)
@@ -110,36 +129,106 @@ class CommitRequest:
 
 
 class Chain:
-    """Reads and writes of the audit chains, on the store, the clock and the ids the gate was built with."""
+    """Reads and writes of the audit chains, on the store, the clock and the ids the gate was built with, and
+    the seal and witness that keep the chains tamper-evident (sentinel_domain.integrity).
+
+    - `seal`: the chain key's seal, or where to get it. Every append carries its event's tag, the head's and
+      the checkpoint of the head it creates; every verification checks them. A key that cannot be read
+      refuses every write and holds every decision with STATE_UNAVAILABLE. None is the unsealed core: only
+      the core's own tests of the rules build one; the composition root always gives a seal.
+    - `witness`: the checkpoints the table cannot feed. Every write, and every release path (recording a
+      decision, executing an action), compares its chains with the witness's newest checkpoints before it
+      appends, wherever the gate runs. `reads_witness` (the local runner): every read does too; otherwise
+      (AWS) advisory reads (a decision read, the audit route) check the hash chain and the head's
+      authentication only, and the scheduled verifier compares them with the witness.
+      `appends_witness` (the local runner): each checkpoint goes to the witness as soon as its write is
+      committed, before the answer, so a rollback is seen by the very next read; otherwise the outbox
+      carries it (in AWS, to the witness writer)."""
 
     def __init__(
-        self, store: StateStore, clock: Clock, ids: Ids, checkpoints: Checkpoints | None = None
+        self,
+        store: StateStore,
+        clock: Clock,
+        ids: Ids,
+        witness: Witness | None = None,
+        seal: ChainSeal | SealSource | None = None,
+        *,
+        reads_witness: bool = True,
+        appends_witness: bool = False,
     ) -> None:
         self.store = store
         self.clock = clock
         self.ids = ids
-        self.checkpoints = checkpoints
+        self.witness = witness
+        self.seal = seal
+        self.reads_witness = reads_witness
+        self.appends_witness = appends_witness
+        # Checkpoints held back while an append is part of a larger transaction, per thread.
+        self._deferred: dict[int, list[tuple[StreamRef, dict[str, Any]]]] = {}
 
     def now(self) -> str:
         return format_time(self.clock.now())
 
+    def sealer(self) -> ChainSeal | None:
+        """The seal, or None for the unsealed core; raises ChainKeyUnavailable when the key cannot be read."""
+        if self.seal is None or isinstance(self.seal, ChainSeal):
+            return self.seal
+        return self.seal()
+
     # ---- reads ---------------------------------------------------------------------------------------
 
-    def verify(self, stream: Stream) -> audit.Verification:
-        """The whole chain, its facts and head, and (where the archive is reachable) its newest checkpoint."""
-        checkpoint = None
-        if self.checkpoints is not None:
+    def read(self, ref: StreamRef, *, release: bool = False) -> Stream | None:
+        """One chain as the store holds it, with what the witness holds for it read first (where the witness
+        is read: every read locally, writes and release paths everywhere). Raises StoreUnavailable when the
+        store cannot be read; a witness that cannot be read is noted on the stream (`witness_fault`), so
+        that verification fails closed (a decision holds with STATE_UNAVAILABLE, a write is refused)."""
+        checkpoint = mark = fault = None
+        witnessed = self.witness is not None and (release or self.reads_witness)
+        if witnessed:
+            assert self.witness is not None
             try:
-                checkpoint = self.checkpoints.newest(stream.ref)
-            except Exception:  # an unreachable archive leaves the chain's own checks standing
-                checkpoint = None
-        return audit.AuditChain.verify(
-            stream.ref.project, stream.ref.candidate_id, stream.events, stream.facts, stream.head, checkpoint
-        )
+                mark = self.witness.tampered(ref)
+                checkpoint = self.witness.newest(ref)
+            except StoreUnavailable as error:
+                fault = f"the witness cannot be read: {error}"
+            except Exception as error:  # any witness that cannot answer is a store fault, never a pass
+                fault = f"the witness cannot be read: {type(error).__name__}"
+        stream = self.store.load(ref)
+        if stream is None and (checkpoint, mark, fault) != (None, None, None):
+            # Nothing stored, but the witness knows the chain (or cannot say): a lost partition, never a
+            # chain free to be created again.
+            stream = Stream(ref, [], {}, None)
+        if stream is not None and witnessed:
+            stream.witnessed, stream.checkpoint, stream.tamper_mark = True, checkpoint, mark
+            stream.witness_fault = fault
+        return stream
 
-    def load(self, ref: StreamRef) -> Stream | None:
+    def verify(self, stream: Stream) -> audit.Verification:
+        """The whole chain, its facts and head, their authentication under the chain key, and (where the
+        witness was read with the chain) its newest checkpoint and tamper finding. Raises StoreUnavailable
+        when the chain key cannot be read: nothing is vouched for without it."""
+        if stream.witness_fault is not None:
+            raise StoreUnavailable(stream.witness_fault)
         try:
-            return self.store.load(ref)
+            seal = self.sealer()
+        except ChainKeyUnavailable as error:
+            raise StoreUnavailable(f"the chain key cannot be read: {error}") from None
+        found = audit.AuditChain.verify(
+            stream.ref.project,
+            stream.ref.candidate_id,
+            stream.events,
+            stream.facts,
+            stream.head,
+            stream.checkpoint,
+            seal=seal,
+        )
+        if found.valid and stream.tamper_mark is not None:
+            return marked_tampered(found, stream.tamper_mark)
+        return found
+
+    def load(self, ref: StreamRef, *, release: bool = False) -> Stream | None:
+        try:
+            return self.read(ref, release=release)
         except StoreUnavailable as error:
             raise unavailable("the state store could not be read; retry shortly") from error
 
@@ -150,7 +239,9 @@ class Chain:
             raise unavailable("the state store could not be read; retry shortly") from error
 
     def project(self, project: str) -> tuple[Stream, ProjectState]:
-        stream = self.load(StreamRef(project))
+        """The project's chain, verified against the witness wherever the gate runs: every route that appends
+        reads its chains this way (an advisory read in AWS uses `load`, which skips the witness there)."""
+        stream = self.load(StreamRef(project), release=True)
         if stream is None or not stream.facts:
             raise Refusal("NOT_FOUND", "no such project")
         if not stream.complete:
@@ -166,7 +257,8 @@ class Chain:
     def candidate(
         self, project: str, candidate_id: str, as_of: str | None = None
     ) -> tuple[Stream, CandidateState]:
-        stream = self.load(StreamRef(project, candidate_id))
+        """The candidate's chain, verified against the witness wherever the gate runs (see `project`)."""
+        stream = self.load(StreamRef(project, candidate_id), release=True)
         if stream is None or not stream.facts:
             raise Refusal("NOT_FOUND", "no such candidate")
         if not stream.complete:
@@ -182,8 +274,11 @@ class Chain:
     def require_intact(self, stream: Stream) -> None:
         """Nothing is judged from facts the chain no longer vouches for: a tampered chain refuses every write
         (and every read that would act on it) until an operator restores it; decisions hold with
-        STATE_TAMPERED."""
-        verification = self.verify(stream)
+        STATE_TAMPERED. A chain key or witness that cannot be read refuses too."""
+        try:
+            verification = self.verify(stream)
+        except StoreUnavailable as error:
+            raise unavailable(f"{error}; nothing was changed") from error
         if not verification.valid:
             raise unavailable(
                 f"the audit chain fails verification at seq {verification.first_bad_seq} "
@@ -203,8 +298,16 @@ class Chain:
 
     def commit(self, request: CommitRequest, outcome: Callable[[int], T]) -> T:
         """Append the fact, its event and the new head in one write; the outcome names the new seq. An
-        idempotent request's record completes in the same write, keeping the outcome for replay."""
+        idempotent request's record completes in the same write, keeping the outcome for replay. With the
+        seal, the event carries its tag, the head the tag of its checkpoint, and the checkpoint itself rides
+        in the outbox of the same write; a key that cannot be read appends nothing."""
         stream, fact = request.stream, request.fact
+        try:
+            seal = self.sealer()
+        except ChainKeyUnavailable as error:
+            raise unavailable(
+                f"the chain key cannot be read ({error}): nothing is appended unauthenticated"
+            ) from None
         fact_text = canonical_text(fact)
         event = audit.next_event(
             stream.ref.project,
@@ -220,7 +323,20 @@ class Chain:
         idem = request.idempotency
         if idem is not None:
             idem.status, idem.response_body = "completed", answer.as_json()
-        new_head = {"seq": event["seq"], "hash": event["hash"], **request.head}
+        new_head = {
+            "seq": event["seq"],
+            "hash": event["hash"],
+            **{k: v for k, v in request.head.items() if k not in HEAD_OWN},
+        }
+        outbox = list(request.outbox)
+        checkpoint = None
+        if seal is not None:
+            event["mac"] = seal.event_mac(event["hash"])
+            checkpoint = seal.checkpoint(
+                stream.ref.project, stream.ref.candidate_id, event["seq"], event["hash"], event["at"]
+            )
+            new_head["mac"] = checkpoint["mac"]
+            outbox.append(checkpoint_outbox_entry(checkpoint))
         try:
             self.store.append(
                 Append(
@@ -229,7 +345,7 @@ class Chain:
                     event,
                     fact_text,
                     new_head,
-                    request.outbox,
+                    outbox,
                     idem,
                     request.claim,
                     request.require_plan_digest,
@@ -241,7 +357,54 @@ class Chain:
             raise unavailable(
                 "the change could not be written; nothing was changed, retry shortly"
             ) from error
+        if checkpoint is not None:
+            self._witness_now(stream.ref, checkpoint)
         return answer
+
+    def deferred_checkpoints(self, *, deliver: bool) -> None:
+        """This thread's checkpoints held back inside a larger transaction: appended to the witness once it
+        has committed (`deliver`), or dropped when it did not (they were never the table's)."""
+        held = self._deferred.pop(threading.get_ident(), [])
+        if deliver and self.witness is not None:
+            for ref, checkpoint in held:
+                self._append_to_witness(ref, checkpoint)
+
+    def _witness_now(self, ref: StreamRef, checkpoint: dict[str, Any]) -> None:
+        """Locally, the checkpoint reaches the witness before the answer does, so the next read already
+        compares with it. A witness that fails here loses nothing: the checkpoint waits in the outbox for the
+        relay (a witness behind the table is lag, not tampering). A witness holding another checkpoint at
+        this seq means the chain was rolled back under this very write: it is marked tampered."""
+        if not self.appends_witness or self.witness is None:
+            return
+        deferring = getattr(self.store, "deferring", None)
+        if callable(deferring) and deferring():
+            # The append is part of a larger transaction that has not committed yet (an operator's principal
+            # change with its chain events): a witness ahead of the table would be taken for a rollback. It
+            # is delivered once that transaction has committed (`deferred_checkpoints`), or by the relay.
+            self._deferred.setdefault(threading.get_ident(), []).append((ref, checkpoint))
+            return
+        self._append_to_witness(ref, checkpoint)
+
+    def _append_to_witness(self, ref: StreamRef, checkpoint: dict[str, Any]) -> None:
+        assert self.witness is not None
+        try:
+            self.witness.append(checkpoint)
+        except WitnessConflict:
+            finding = {
+                "first_bad_seq": checkpoint["seq"],
+                "reason": "the witness holds another checkpoint at this seq: the chain was rolled back",
+                "at": checkpoint["at"],
+            }
+            try:
+                self.witness.mark_tampered(ref, finding)
+            except Exception:  # the conflict itself is refused below either way
+                pass
+            raise unavailable(
+                f"the audit chain forks from the witness at seq {checkpoint['seq']}: "
+                "an operator must restore it"
+            ) from None
+        except Exception:  # the relay delivers it from the outbox (at least once)
+            pass
 
     def retrying(self, attempt: Callable[[], T]) -> T:
         """A lost race re-reads and re-judges; nothing is written from stale reads."""

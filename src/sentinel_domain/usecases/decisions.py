@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 from ..canonical import digest
 from ..decision import Decision, Finding, decide, finding, findings_digest, hold
-from ..errors import Refusal, StoreConflict
+from ..errors import Refusal, StoreConflict, StoreUnavailable
 from ..models import Actor
 from ..outcomes import DecisionNotRecorded, DecisionRecorded, DecisionView, decision_view
 from ..ports import IdempotencyRecord, Stream, StreamRef
@@ -15,6 +15,9 @@ from ..state import CandidateState, ProjectState, parse_facts
 from ..times import format_time, parse_time
 from .chain import Chain, CommitRequest, need, unavailable
 from .project_reads import ChainCache, held_candidate_facts, hold_candidate, project_for_decision
+
+# A read finding that means the chains could not be vouched for: a decision is never recorded on them.
+UNVERIFIED = frozenset({"STATE_TAMPERED", "STATE_UNAVAILABLE"})
 
 
 def evaluate(
@@ -40,6 +43,7 @@ def _evaluate(
     as_of: str | None,
     stream: Stream | None = None,
     cache: ChainCache | None = None,
+    release: bool = False,
 ) -> tuple[Decision, Stream | None, Basis]:
     """Never raises once the caller's role and the candidate are established: anything the gate
     cannot establish is a finding, and the decision holds. One read of the candidate's partition and
@@ -52,11 +56,11 @@ def _evaluate(
     read_findings: list[Finding] = []
     if facts is None:
         if stream is None:
-            stream = chain.load(ref)
+            stream = chain.load(ref, release=release)
         if stream is None or not stream.facts:
             raise Refusal("NOT_FOUND", "no such candidate")
         read_findings = _read_findings(chain, stream)
-    pstate, project_findings = project_for_decision(chain, project, cache)
+    pstate, project_findings = project_for_decision(chain, project, cache, release)
     extra = [*read_findings, *project_findings]
     project_seq = max((f["_seq"] for f in pstate.facts), default=0)  # the position judged from
     try:
@@ -82,7 +86,11 @@ def _read_findings(chain: Chain, stream: Stream) -> list[Finding]:
                 f"{stream.pages} pages to read; nothing unread may count",
             )
         )
-    verification = chain.verify(stream)
+    try:
+        verification = chain.verify(stream)
+    except StoreUnavailable as error:  # no chain key, or no witness: nothing read can be vouched for
+        found.append(finding("STATE_UNAVAILABLE", f"the candidate's audit chain cannot be verified: {error}"))
+        return found
     if not verification.valid:
         found.append(
             finding(
@@ -121,21 +129,28 @@ def record_decision(
     it was not recorded."""
     need(actor)
     ref = StreamRef(project, candidate_id)
-    # Until the candidate is established a store failure is a 503, not a decision.
-    established = chain.load(ref)
+    # Until the candidate is established a store failure is a 503, not a decision. Recording is a release
+    # path: both chains are compared with the witness's newest checkpoints, wherever the gate runs.
+    established = chain.load(ref, release=True)
     if established is None or not established.facts:
         raise Refusal("NOT_FOUND", "no such candidate")
     fresh = [established]
+    refused: list[DecisionNotRecorded] = []
 
     def run(idem: IdempotencyRecord | None) -> DecisionRecorded:
         # The read that established the candidate serves the first attempt; a retry reads afresh.
         verdict, stream, basis = _evaluate(
-            chain, project, candidate_id, actor, None, fresh.pop() if fresh else None
+            chain, project, candidate_id, actor, None, fresh.pop() if fresh else None, release=True
         )
         if stream is None:  # only a decision read (with a cache) reuses held facts; this one read in full
             raise unavailable("the candidate's chain was not read")
         if not stream.complete:
             raise unavailable("the candidate's chain is larger than one read may page through")
+        if {f.code for f in basis.read_findings} & UNVERIFIED:
+            # Verification before every append: nothing is recorded on a chain that fails it (or cannot be
+            # checked); the hold is answered, unrecorded, with the findings that say why.
+            refused.append(DecisionNotRecorded(**dict(verdict), as_of_source="service"))
+            raise unavailable("the audit chain fails verification; nothing was recorded")
         # Digests, counts and positions, not the findings' prose: bounded whatever the findings (records.py).
         fact = decision_fact(
             verdict,
@@ -161,5 +176,7 @@ def record_decision(
     except Refusal as refusal:
         if refusal.code != "STATE_UNAVAILABLE":
             raise
+        if refused:
+            return refused[-1]
         verdict = hold([finding("STATE_UNAVAILABLE", refusal.detail)], chain.now(), digest(refusal.detail))
         return DecisionNotRecorded(**dict(verdict), as_of_source="service")

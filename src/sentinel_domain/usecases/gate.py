@@ -6,6 +6,7 @@ from typing import Any
 
 from .. import audit as chains
 from ..decision import Decision
+from ..integrity import ChainSeal, SealSource
 from ..models import (
     Actor,
     CandidateRequest,
@@ -41,7 +42,7 @@ from ..outcomes import (
     ReviewRecorded,
     TaskSettled,
 )
-from ..ports import Checkpoints, Clock, Ids, Proposer, StateStore, Stream, StreamRef
+from ..ports import Clock, Ids, Proposer, StateStore, Stream, StreamRef, Witness
 from . import actions, audit, candidates, decisions, evidence, plans, projects, reviews
 from .chain import Chain
 from .project_reads import ChainCache
@@ -54,15 +55,29 @@ class Gate:
         clock: Clock,
         ids: Ids,
         proposer: Proposer | None = None,
-        checkpoints: Checkpoints | None = None,
+        witness: Witness | None = None,
         chain_cache: ChainCache | None = None,
+        seal: ChainSeal | SealSource | None = None,
+        *,
+        reads_witness: bool = True,
+        appends_witness: bool = False,
     ) -> None:
-        self.chain = Chain(store, clock, ids, checkpoints)
+        """`seal`, `witness`, `reads_witness` and `appends_witness`: see `Chain` (the composition root sets
+        them for the local runner and for AWS)."""
+        self.chain = Chain(
+            store,
+            clock,
+            ids,
+            witness,
+            seal,
+            reads_witness=reads_witness,
+            appends_witness=appends_witness,
+        )
         self.proposer = proposer
         # The verified project chains this process holds for decision reads (none: every read is in full).
         self.chain_cache = chain_cache
 
-    # The chain's collaborators, as callers (and tests that swap a failing store or an archive in) name them.
+    # The chain's collaborators, as callers (and tests that swap a failing store or a witness in) name them.
     @property
     def store(self) -> StateStore:
         return self.chain.store
@@ -80,12 +95,12 @@ class Gate:
         return self.chain.ids
 
     @property
-    def checkpoints(self) -> Checkpoints | None:
-        return self.chain.checkpoints
+    def witness(self) -> Witness | None:
+        return self.chain.witness
 
-    @checkpoints.setter
-    def checkpoints(self, checkpoints: Checkpoints | None) -> None:
-        self.chain.checkpoints = checkpoints
+    @witness.setter
+    def witness(self, witness: Witness | None) -> None:
+        self.chain.witness = witness
 
     def verify(self, stream: Stream) -> chains.Verification:
         return self.chain.verify(stream)

@@ -15,8 +15,9 @@ that:
   used again only once a HEAD equal to its head is read): nothing held is ever used without a head that equals
   it; a candidate's such HEAD reads the candidate in full, which answers as a read always did (503 when the
   store fails, NOT_FOUND without facts, STATE_TAMPERED for events left without a head);
-- where an archive of checkpoints is reachable (the local runner), a checkpoint the held chain does not
-  contain (a newer seq, or another hash at its seq) reads and verifies in full, which names the cut.
+- where the witness is read (every read locally, release paths everywhere), a checkpoint the held chain does
+  not contain (a newer seq, or another hash at its seq), or a tamper finding, reads and verifies in full,
+  which names the cut.
 
 What this gives up, deliberately: an event or fact edited behind an unchanged head is not seen by decision
 reads that reuse what is held; but what they reuse is what the chain held when it verified at that very head,
@@ -106,8 +107,18 @@ def _unavailable(project: str) -> tuple[ProjectState, list[Finding]]:
     ]
 
 
-def _compare(chain: Chain, ref: StreamRef, held: HeldChain) -> str:
-    """What the chain's HEAD says of the held chain: "same", "changed", "missing" or "unreadable"."""
+def _compare(chain: Chain, ref: StreamRef, held: HeldChain, release: bool = False) -> str:
+    """What the chain's HEAD says of the held chain: "same", "changed", "missing" or "unreadable". Where the
+    witness is read (locally, and on release paths), it is read before HEAD, so a checkpoint of a write
+    committed in between is never mistaken for one the held chain lacks; a tamper finding is a change."""
+    checkpoint = None
+    if chain.witness is not None and (release or chain.reads_witness):
+        try:
+            if chain.witness.tampered(ref) is not None:
+                return "changed"  # read in full: the verification names the finding
+            checkpoint = chain.witness.newest(ref)
+        except Exception:  # a witness that cannot answer: never answered from what is held
+            return "unreadable"
     try:
         head = chain.store.load_head(ref)
     except StoreUnavailable:
@@ -116,33 +127,28 @@ def _compare(chain: Chain, ref: StreamRef, held: HeldChain) -> str:
         return "missing"
     if not held.same_head(head):
         return "changed"
-    if chain.checkpoints is not None:
-        try:
-            checkpoint = chain.checkpoints.newest(ref)
-        except Exception:  # an unreachable archive leaves the chain's own checks standing, as in verify
-            checkpoint = None
-        if checkpoint is not None and not held.contains(checkpoint):
-            return "changed"
+    if checkpoint is not None and not held.contains(checkpoint):
+        return "changed"
     return "same"
 
 
 def project_for_decision(
-    chain: Chain, project: str, cache: ChainCache | None
+    chain: Chain, project: str, cache: ChainCache | None, release: bool = False
 ) -> tuple[ProjectState, list[Finding]]:
     """The project's state for a decision read, with the findings of reading it (never a refusal). Without a
     cache, or with nothing held for the project, the whole chain is read and verified; with a held chain, its
-    HEAD first (see the module's docstring)."""
+    HEAD first (see the module's docstring). `release`: the witness is read wherever the gate runs."""
     ref = StreamRef(project)
     held = cache.get(ref) if cache is not None else None
     if cache is not None and held is not None:
-        head = _compare(chain, ref, held)
+        head = _compare(chain, ref, held, release)
         if head == "same":
             # A fresh state over the shared facts: its memos belong to this one decision.
             return ProjectState(project, held.facts), []
         if head != "changed":  # a HEAD that cannot be read or is missing: never answered from what is held
             return _unavailable(project)
     try:
-        stream = chain.store.load(ref)
+        stream = chain.read(ref, release=release)
     except StoreUnavailable:
         stream = None
     if stream is None or not stream.facts:
@@ -159,14 +165,20 @@ def project_for_decision(
                 "more pages to read than the budget allows; nothing unread may count",
             )
         )
-    check = chain.verify(stream)
-    if not check.valid:
+    try:
+        check = chain.verify(stream)
+    except StoreUnavailable as error:
         findings.append(
-            finding(
-                "STATE_TAMPERED",
-                f"the project's audit chain fails at seq {check.first_bad_seq}: {check.reason}",
-            )
+            finding("STATE_UNAVAILABLE", f"the project's audit chain cannot be verified: {error}")
         )
+    else:
+        if not check.valid:
+            findings.append(
+                finding(
+                    "STATE_TAMPERED",
+                    f"the project's audit chain fails at seq {check.first_bad_seq}: {check.reason}",
+                )
+            )
     if cache is not None:
         _hold(cache, stream, state.facts, findings)
     return state, findings

@@ -19,9 +19,12 @@ from .chain import OPERATOR, Chain, CommitRequest, if_match_value, need
 
 def create_project(chain: Chain, project: str) -> ProjectEventRecorded:
     def attempt() -> ProjectEventRecorded:
-        stream = chain.load(StreamRef(project)) or Stream(StreamRef(project), [], {}, None)
+        stream = chain.load(StreamRef(project), release=True) or Stream(StreamRef(project), [], {}, None)
         if stream.facts:
             raise Refusal("VALIDATION_FAILED", f"project {project} exists already")
+        # A new chain is checked too: one the witness knows (its partition lost) is never created again, and
+        # without a witness or a key nothing is.
+        chain.require_intact(stream)
         fact = {"type": "project.created", "project": project, "recorded_at": chain.now()}
         return chain.commit(
             CommitRequest(stream, OPERATOR, fact), lambda seq: ProjectEventRecorded(project=project, seq=seq)

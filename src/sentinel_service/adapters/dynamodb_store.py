@@ -92,6 +92,10 @@ class DynamoStateStore:
         finally:
             self._staging.items = None
 
+    def deferring(self) -> bool:
+        """True inside `staged()`: an append made now is not written yet (the caller writes it, or not)."""
+        return getattr(self._staging, "items", None) is not None
+
     # ---- plumbing ---------------------------------------------------------------------------------------
 
     def _call(self, operation: str, expected: tuple[str, ...] = (), **kwargs: Any) -> dict[str, Any]:

@@ -178,6 +178,10 @@ class SqliteDatabase:
             finally:
                 self._local.joined = False
 
+    def joined(self) -> bool:
+        """True inside this thread's `atomic()` block: what is written now commits only when it ends."""
+        return bool(getattr(self._local, "joined", False))
+
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, holding SQLite's write lock from its start: committed when the block ends,

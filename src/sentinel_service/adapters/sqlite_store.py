@@ -90,6 +90,10 @@ class SqliteStateStore:
         self.page_budget = page_budget
         self.page_size = page_size
 
+    def deferring(self) -> bool:
+        """True inside the database's `atomic()` block: an append made now commits only when it ends."""
+        return self.db.joined()
+
     # ---- chains -----------------------------------------------------------------------------------------
 
     def load(self, ref: StreamRef) -> Stream | None:

@@ -19,7 +19,7 @@ from sentinel_domain.models import ExecutionRequest, ProjectConfig, ReportReques
 from sentinel_domain.usecases import Gate
 from sentinel_service.adapters.dynamodb_store import DynamoStateStore
 from support.moto_world import DynamoWorld, Flow, Outcome, Tables, audit_table, outcome
-from support.world import ADMIN, CONFIG, PROJECT, REQUESTER, REV, REVIEWER_2
+from support.world import ADMIN, CONFIG, PROJECT, REQUESTER, REV, REVIEWER_2, SEAL
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,15 @@ def rival(world: DynamoWorld) -> Gate:
     """A second gate on the same table: the concurrent writer. Its ids never collide with the first's."""
     ids = SequentialIds()
     ids.counter = 10_000
-    return Gate(DynamoStateStore(world.raw, world.table), world.clock, ids)
+    return Gate(
+        DynamoStateStore(world.raw, world.table),
+        world.clock,
+        ids,
+        witness=world.witness,
+        seal=SEAL,
+        reads_witness=False,
+        appends_witness=False,
+    )
 
 
 def execution(world: DynamoWorld, key: str) -> Callable[[Gate], Outcome]:

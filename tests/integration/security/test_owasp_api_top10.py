@@ -38,7 +38,7 @@ from sentinel_service.http.entry import lambda_handler
 from sentinel_service.http.openapi_document import openapi_document
 from sentinel_service.http.routes import ROUTES
 from sentinel_service.settings import Settings
-from support.world import BASE, CONFIG, LINT_POLICY, REV, UNIT_POLICY, World, actor
+from support.world import BASE, CONFIG, LINT_POLICY, REV, UNIT_POLICY, World, actor, sealed
 
 KEY = bytes(range(32))
 TABLE = "sentinel-principals"
@@ -120,7 +120,7 @@ class MovableClock:
 
 def principal_services(client: Any, clock: dict[str, datetime]) -> Any:
     settings = Settings.from_env({"SENTINEL_PRINCIPALS_TABLE": TABLE, "AWS_REGION": "us-east-1"})
-    return compose(settings, dynamodb=client, token_key=KEY, clock=MovableClock(clock))
+    return compose(settings, dynamodb=client, token_key=KEY, clock=MovableClock(clock), **sealed())
 
 
 class Stack:

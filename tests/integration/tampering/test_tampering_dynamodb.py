@@ -1,14 +1,17 @@
 """Tampering, through the DynamoDB store (moto): the items of a finished ready flow are edited, removed,
-reordered or forged with put_item/delete_item, as someone with write access to the table would. Then:
+reordered or forged with put_item/delete_item, as someone with write access to the table (but not the chain
+key, nor the witness) would. Then:
 
-- verification (the audit route) is invalid and names the first event whose link no longer holds: the edited
-  event itself, or, for a self-consistent forgery, the first successor it breaks (the convention of
-  tests/unit/test_audit_chain.py);
-- every decision holds with STATE_TAMPERED, the recorded one included, never `ready`.
+- verification against the witness (`verify_against_witness`: what release paths and the scheduled verifier
+  run) is invalid and names the first bad event: the edited or forged event itself, since every event
+  carries its tag under the chain key and a forger cannot make one;
+- every decision holds with STATE_TAMPERED (the advisory read too, wherever the chain alone shows it), the
+  recorded one included, which is answered unrecorded: never `ready`.
 
-A tail cut behind the newest checkpoint (the relay's event log, the Checkpoints port) is caught against it.
-What only checkpoints can catch, and what nothing can (a forgery beyond the newest checkpoint), is written
-down in docs/failing-closed.md. Budget: about 25 cases, 2-4 s."""
+A tail cut back to a genuine earlier head is caught against the witness's newest checkpoint only (the
+checkpoints the outbox carried to it: `DynamoWorld.deliver_checkpoints` stands in for the witness writer).
+The same attacks on both stores, with every write refused: test_chain_attacks.py. What is detected where, and
+within what window: docs/failing-closed.md. Budget: about 25 cases, 2-4 s."""
 
 import json
 from collections.abc import Callable
@@ -16,14 +19,14 @@ from typing import Any
 
 import pytest
 
-from sentinel_domain.audit import event_hash, fact_digest
+from sentinel_domain.audit import AuditChain, event_hash, fact_digest
 from sentinel_domain.canonical import canonical_text
+from sentinel_domain.integrity import checkpoint_from_outbox, verify_against_witness
 from sentinel_domain.models import CandidateRequest, ReviewRequest
 from sentinel_domain.ports import StreamRef
 from sentinel_domain.usecases import Gate
-from sentinel_runner.relay import EventLog, OutboxRelay
 from support.moto_world import DynamoWorld, Flow, Frozen, Tables, outcome
-from support.world import AUDITOR, BASE, PROJECT, REQUESTER, REV, REVIEWER_2
+from support.world import AUDITOR, BASE, PROJECT, REQUESTER, REV, REVIEWER_2, SEAL
 
 EVENT_FIELDS = (
     "project",
@@ -130,46 +133,34 @@ class Table:
 # ---- what every tampering must lead to ---------------------------------------------------------------------
 
 
-def with_checkpoints(world: DynamoWorld, every: bool = False) -> EventLog:
-    """The relay's event log holding the chains' checkpoints: the newest (one relay round after the flow), or
-    one per event (as when the relay ran after every write)."""
-    log = EventLog()
-    if every:
-        for ref in (StreamRef(PROJECT), StreamRef(PROJECT, world.flow.candidate_id)):
-            stream = world.clean_store().load(ref)
-            for event in stream.events:
-                log.publish(
-                    {
-                        "source": "sentinel",
-                        "detail-type": "sentinel.checkpoint",
-                        "detail": {
-                            "project": ref.project,
-                            "candidate_id": ref.candidate_id,
-                            "seq": event["seq"],
-                            "hash": event["hash"],
-                        },
-                    }
-                )
-    else:
-        OutboxRelay(world.clean_store(), log).run_once()
-    world.gate.checkpoints = log
-    return log
-
-
 def assert_caught(
-    world: DynamoWorld, candidate_id: str, first_bad: int, *, project_chain: bool = False
+    world: DynamoWorld, candidate_id: str, first_bad: int, *, project_chain: bool = False, alone: bool = True
 ) -> None:
+    """`alone`: the chain shows it without the witness, so the advisory decision read holds too."""
     gate: Gate = world.gate
     ref = StreamRef(PROJECT, None if project_chain else candidate_id)
-    # Then verification names the first event whose link no longer holds
-    verification = gate.audit(ref, AUDITOR, 500, None).as_json()["verification"]
-    assert verification["valid"] is False and verification["first_bad_seq"] == first_bad, verification
-    # And the decision holds with STATE_TAMPERED, read or recorded: never ready
-    read = gate.evaluate(PROJECT, candidate_id, REQUESTER)
-    assert read.decision == "hold" and "STATE_TAMPERED" in {f.code for f in read.findings}, read.findings
+    # Then verification against the witness names the first bad event
+    verification = verify_against_witness(world.store, world.witness, ref, SEAL)
+    assert verification.valid is False and verification.first_bad_seq == first_bad, verification
+    # And the decision holds with STATE_TAMPERED, recorded (a release path) or read: never ready
+    if alone:
+        read = gate.evaluate(PROJECT, candidate_id, REQUESTER)
+        assert read.decision == "hold" and "STATE_TAMPERED" in {f.code for f in read.findings}, read.findings
     recorded = outcome(lambda: gate.record_decision(PROJECT, candidate_id, REQUESTER, None))
-    assert recorded.body.get("decision") == "hold", recorded
+    assert recorded.body.get("decision") == "hold" and recorded.body.get("recorded") is False, recorded
     assert "STATE_TAMPERED" in {f["code"] for f in recorded.body["findings"]}
+
+
+def genuine_head(table: "Table", seq: int) -> dict[str, Any]:
+    """HEAD as the gate wrote it at `seq`, rebuilt from the checkpoint item the table still holds."""
+    head = table.head()
+    for item in table.world.items():
+        if item["pk"]["S"] == table.pk and item["sk"]["S"].startswith("O#"):
+            checkpoint = checkpoint_from_outbox(json.loads(item["item"]["S"]))
+            if checkpoint is not None and checkpoint["seq"] == seq:
+                head.update(seq={"N": str(seq)}, hash={"S": checkpoint["hash"]}, mac={"S": checkpoint["mac"]})
+                return head
+    raise AssertionError(f"no checkpoint item for seq {seq}")
 
 
 @pytest.fixture
@@ -305,22 +296,22 @@ def test_an_inserted_forged_event_is_named_where_the_chain_breaks(tampered: Any)
     forged["hash"] = event_hash(forged)
     table.write_event(6, forged, forged_fact)
     table.move_head(length + 1, table.event(length + 1)["hash"])
-    # Then the forgery holds on its own, and the displaced original (now at position 7) is named
-    assert_caught(world, world.flow.candidate_id, 7)
+    # Then the forgery itself is named: it links, but carries no tag under the chain key
+    assert_caught(world, world.flow.candidate_id, 6)
 
 
-def test_an_event_rehashed_without_its_successors_is_named_at_the_successor(tampered: Any) -> None:
+def test_an_event_rehashed_without_its_successors_is_named_itself(tampered: Any) -> None:
     # Given the review event edited and its own hash recomputed, the later events left as they were
     world, table = tampered()
     event = table.event(5)
     event["actor"] = "mallory"
     event["hash"] = event_hash(event)
     table.write_event(5, event)
-    # Then seq 6, whose prev_hash names the original, is named
-    assert_caught(world, world.flow.candidate_id, 6)
+    # Then seq 5 is named: its tag (kept from the original) is not the tag of its new hash
+    assert_caught(world, world.flow.candidate_id, 5)
 
 
-def test_a_fact_and_its_event_rewritten_without_the_successors_are_named_at_the_successor(
+def test_a_fact_and_its_event_rewritten_without_the_successors_are_named_themselves(
     tampered: Any,
 ) -> None:
     # Given the first evidence fact rewritten, its event's payload_digest and hash recomputed to match
@@ -331,8 +322,8 @@ def test_a_fact_and_its_event_rewritten_without_the_successors_are_named_at_the_
     event = dict(table.event(7), payload_digest=fact_digest(text))
     event["hash"] = event_hash(event)
     table.write_event(7, event, text)
-    # Then seq 8 is named
-    assert_caught(world, world.flow.candidate_id, 8)
+    # Then seq 7 is named
+    assert_caught(world, world.flow.candidate_id, 7)
 
 
 # ---- cut or rewritten tails, and the checkpoints ---------------------------------------------------------
@@ -349,30 +340,24 @@ def test_a_cut_tail_is_named_against_the_head(tampered: Any) -> None:
 
 
 def test_a_tail_cut_behind_the_newest_checkpoint_is_named(tampered: Any) -> None:
-    # Given the relay checkpointed the chain's head, then the last two events were deleted and the head moved
-    # back to the new last event, so that the chain on its own looks whole
+    # Given the witness holding the chain's checkpoints, then the last two events deleted and HEAD put back
+    # to the genuine head before them, so that the chain on its own looks whole
     world, table = tampered()
-    archive = with_checkpoints(world)
+    world.deliver_checkpoints()
     length = table.length()
     table.delete(table.sk(length))
     table.delete(table.sk(length - 1))
-    table.move_head(length - 2, table.event(length - 2)["hash"])
-    world.gate.checkpoints = None
-    alone = world.gate.audit(StreamRef(PROJECT, world.flow.candidate_id), AUDITOR, 500, None).as_json()[
-        "verification"
-    ]
-    assert alone["valid"] is True
-    # When the archive's newest checkpoint is consulted
-    world.gate.checkpoints = archive
-    # Then the first missing seq is named, and every decision holds
-    assert_caught(world, world.flow.candidate_id, length - 1)
+    table.put(genuine_head(table, length - 2))
+    alone = world.gate.audit(StreamRef(PROJECT, world.flow.candidate_id), AUDITOR, 500, None).as_json()
+    assert alone["verification"]["valid"] is True  # an advisory read in AWS does not read the witness
+    # Then the witness's newest checkpoint names the first missing seq, and the recorded decision holds
+    assert_caught(world, world.flow.candidate_id, length - 1, alone=False)
 
 
-def test_a_rewritten_last_event_is_named_against_the_newest_checkpoint(tampered: Any) -> None:
-    # Given the relay checkpointed the head, then the last event was replaced by a self-consistent forgery and
-    # the head moved to it
+def test_a_rewritten_last_event_is_named(tampered: Any) -> None:
+    # Given the last event replaced by a self-consistent forgery and the head moved to it
     world, table = tampered()
-    with_checkpoints(world)
+    world.deliver_checkpoints()
     length = table.length()
     last, before = table.event(length), table.event(length - 1)
     forged_fact = canonical_text(
@@ -382,24 +367,15 @@ def test_a_rewritten_last_event_is_named_against_the_newest_checkpoint(tampered:
     forged["hash"] = event_hash(forged)
     table.write_event(length, forged, forged_fact)
     table.move_head(length, forged["hash"])
-    # Then the checkpoint names that seq
+    # Then that seq is named
     assert_caught(world, world.flow.candidate_id, length)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "LIMITATION src/sentinel_domain/ports.py Checkpoints.newest (and audit.AuditChain.verify): a chain "
-        "re-forged from seq 7 on, every hash recomputed and the head moved, is caught only by the newest "
-        "checkpoint, so verification names that checkpoint's seq (11) rather than the first forged event "
-        "(7), although the archive holds a checkpoint for every earlier head. Comparing against every "
-        "archived checkpoint (or the oldest one that disagrees) would name 7."
-    ),
-)
 def test_a_chain_reforged_from_the_middle_is_named_at_the_first_forged_event(tampered: Any) -> None:
-    # Given checkpoints of every head, then the first evidence fact rewritten and every later event rehashed
+    # Given the witness holding every head's checkpoint, then the first evidence fact rewritten and every
+    # later event rehashed, the head moved to the last (the tamperer has no key: the old tags stay)
     world, table = tampered()
-    with_checkpoints(world, every=True)
+    world.deliver_checkpoints()
     length = table.length()
     fact = table.fact(7)
     fact["counts"]["tests"] = 1000
@@ -413,29 +389,13 @@ def test_a_chain_reforged_from_the_middle_is_named_at_the_first_forged_event(tam
         table.write_event(seq, event, text if seq == 7 else None)
         prev = event["hash"]
     table.move_head(length, prev)
-    # Then the first forged event, seq 7, is named
+    # Then the first forged event, seq 7, is named, with or without the witness
+    alone = table.world.clean_store().load(StreamRef(PROJECT, world.flow.candidate_id))
+    check = AuditChain.verify(
+        PROJECT, alone.ref.candidate_id, alone.events, alone.facts, alone.head, seal=SEAL
+    )
+    assert check.first_bad_seq == 7, check
     assert_caught(world, world.flow.candidate_id, 7)
-
-
-def test_a_chain_reforged_from_the_middle_is_caught_by_the_checkpoints(tampered: Any) -> None:
-    # Given the same re-forged chain, checked against the newest checkpoint only
-    world, table = tampered()
-    with_checkpoints(world)
-    length = table.length()
-    fact = table.fact(7)
-    fact["counts"]["tests"] = 1000
-    text = canonical_text(fact)
-    prev = table.event(6)["hash"]
-    for seq in range(7, length + 1):
-        event = dict(table.event(seq), prev_hash=prev)
-        if seq == 7:
-            event["payload_digest"] = fact_digest(text)
-        event["hash"] = event_hash(event)
-        table.write_event(seq, event, text if seq == 7 else None)
-        prev = event["hash"]
-    table.move_head(length, prev)
-    # Then it is caught (at the checkpoint's seq), and every decision holds
-    assert_caught(world, world.flow.candidate_id, length)
 
 
 # ---- what a tampered chain must not be used for ------------------------------------------------------------
@@ -468,8 +428,10 @@ def test_an_execution_on_a_chain_whose_rejection_was_edited_into_an_approval_is_
     assert world.gate.evaluate(PROJECT, world.flow.candidate_id, REQUESTER).decision == "hold"
     # When the requester executes the declared action
     executed = world.step("execute")
-    # Then it is refused, and nothing left through the outbox
-    outbox = [i for i in world.items() if i["sk"]["S"].startswith("O#")]
+    # Then it is refused, and no side effect left through the outbox
+    outbox = [
+        i for i in world.items() if i["sk"]["S"].startswith("O#") and i["outbox_kind"]["S"] != "checkpoint"
+    ]
     assert not executed.accepted and outbox == [], (executed, outbox)
 
 

@@ -6,6 +6,7 @@ The checkpoint outbox items are put beside the flow's writes here, with the fixe
 writes' transactions carry them (that half of issue 13 lands separately); everything after the table is the
 deployed code: the stream records, the writer, the S3 witness, the verifier and its metrics."""
 
+import json
 import logging
 from typing import Any
 
@@ -143,9 +144,16 @@ def test_a_rolled_back_chain_is_found_by_one_verifier_run_marked_and_counted(dep
     previous = d.client.get_item(
         TableName=d.world.table, Key={"pk": {"S": pk}, "sk": {"S": f"E#{length - 1:010d}"}}
     )["Item"]
+    # (its tag too: copied from the checkpoint item the gate wrote with that head, which the table keeps)
+    tagged = [
+        json.loads(i["item"]["S"])
+        for i in scan(d.client, d.world.table)
+        if i["pk"]["S"] == pk and i.get("outbox_kind", {}).get("S") == "checkpoint"
+    ]
+    older = next(c for c in tagged if c["seq"] == length - 1)
     d.delete({"pk": {"S": pk}, "sk": {"S": f"E#{length:010d}"}})
     head = d.head(d.candidate)
-    head["seq"], head["hash"] = {"N": str(length - 1)}, previous["hash"]
+    head["seq"], head["hash"], head["mac"] = {"N": str(length - 1)}, previous["hash"], {"S": older["mac"]}
     d.put(head)
     assert d.relay()["forged"] == 0
 
