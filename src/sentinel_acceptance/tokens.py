@@ -147,25 +147,7 @@ def operator_runtime(
     from sentinel_service.compose import OPERATOR_TIMEOUTS, compose, dynamodb_client
     from sentinel_service.settings import Settings
 
-    env = {
-        "SENTINEL_STATE_TABLE": outputs.get(names.OUTPUT_STATE_TABLE) or "",
-        "SENTINEL_PRINCIPALS_TABLE": outputs.get(names.OUTPUT_PRINCIPALS_TABLE) or "",
-        "AWS_REGION": region,
-        "SENTINEL_RUNTIME": "operator",
-    }
-    if endpoint:
-        env["SENTINEL_DYNAMODB_ENDPOINT"] = endpoint
-    if token_key_file:
-        env["SENTINEL_TOKEN_KEY_FILE"] = token_key_file
-    else:
-        env["SENTINEL_TOKEN_KEY_SECRET_ARN"] = outputs.get(names.OUTPUT_TOKEN_KEY_SECRET_ARN) or ""
-    # The project chain's events are authenticated under the chain key: the emulation's file here. (A live
-    # run needs the stack's chain key secret, which the stack that keeps one outputs: not yet wired.)
-    if chain_key_file:
-        env["SENTINEL_CHAIN_KEY_FILE"] = chain_key_file
-    if not env["SENTINEL_STATE_TABLE"] or not env["SENTINEL_PRINCIPALS_TABLE"]:
-        raise TokensUnavailable("the stack's outputs name no state or principals table")
-    settings = Settings.from_env(env)
+    settings = Settings.from_env(operator_env(outputs, region, endpoint, token_key_file, chain_key_file))
     credentials = (
         {"aws_access_key_id": "acceptance", "aws_secret_access_key": "acceptance"} if endpoint else {}
     )
@@ -178,6 +160,38 @@ def operator_runtime(
         witness = FileWitness(Path(witness_file), lambda: load_chain_seal(settings))
         return compose(settings, dynamodb=client, witness=witness).operator
     return compose(settings, dynamodb=client).operator
+
+
+def operator_env(
+    outputs: Mapping[str, str | None],
+    region: str,
+    endpoint: str | None = None,
+    token_key_file: str | None = None,
+    chain_key_file: str | None = None,
+) -> dict[str, str]:
+    """The settings the operator's runtime reads, from the stack's outputs (or the emulation's files)."""
+    env = {
+        "SENTINEL_STATE_TABLE": outputs.get(names.OUTPUT_STATE_TABLE) or "",
+        "SENTINEL_PRINCIPALS_TABLE": outputs.get(names.OUTPUT_PRINCIPALS_TABLE) or "",
+        "AWS_REGION": region,
+        "SENTINEL_RUNTIME": "operator",
+    }
+    if endpoint:
+        env["SENTINEL_DYNAMODB_ENDPOINT"] = endpoint
+    if token_key_file:
+        env["SENTINEL_TOKEN_KEY_FILE"] = token_key_file
+    else:
+        env["SENTINEL_TOKEN_KEY_SECRET_ARN"] = outputs.get(names.OUTPUT_TOKEN_KEY_SECRET_ARN) or ""
+    # The project chain's events are authenticated under the chain key, and every write is checked against
+    # the witness first: the emulation's file and witness, or the stack's secret and Object Lock bucket.
+    if chain_key_file:
+        env["SENTINEL_CHAIN_KEY_FILE"] = chain_key_file
+    else:
+        env["SENTINEL_CHAIN_KEY_SECRET_ARN"] = outputs.get(names.OUTPUT_CHAIN_KEY_SECRET_ARN) or ""
+        env["SENTINEL_WITNESS_BUCKET"] = outputs.get(names.OUTPUT_WITNESS_BUCKET) or ""
+    if not env["SENTINEL_STATE_TABLE"] or not env["SENTINEL_PRINCIPALS_TABLE"]:
+        raise TokensUnavailable("the stack's outputs name no state or principals table")
+    return env
 
 
 def mint(operator: Operator, project: str, ttl_seconds: int) -> Minted:

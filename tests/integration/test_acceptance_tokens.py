@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from sentinel_acceptance.tokens import PRINCIPALS, RETIRED_TTL_SECONDS, mint, retire
+from sentinel_domain.integrity import ChainSeal
+from sentinel_domain.memory import MemoryWitness
 from sentinel_service.adapters.tables import ensure_tables
 from sentinel_service.compose import compose
 from sentinel_service.operator import Operator
@@ -22,7 +24,8 @@ def services() -> Iterator[Any]:
     with moto_dynamodb() as client:
         settings = Settings.from_env({"AWS_REGION": "us-east-1"})
         ensure_tables(client, settings.state_table, settings.principals_table)
-        yield compose(settings, dynamodb=client, token_key=KEY)
+        seal = ChainSeal(bytes(range(32, 64)))
+        yield compose(settings, dynamodb=client, token_key=KEY, seal=seal, witness=MemoryWitness(seal))
 
 
 @pytest.fixture
@@ -62,3 +65,22 @@ def test_retiring_before_any_mint_voids_nothing_and_creates_nothing(operator: Op
     # Given no acceptance principal yet, when a retire runs, then it retires nobody and creates no one
     assert retire(operator) == []
     assert all(operator.principal(p) is None for p, _, _ in PRINCIPALS.values())
+
+
+def test_a_live_runs_operator_reads_the_chain_key_and_witness_the_stack_outputs() -> None:
+    # Given a deployed stack's outputs
+    from sentinel_acceptance.tokens import operator_env
+    from sentinel_service import names
+
+    outputs = {
+        names.OUTPUT_STATE_TABLE: "state",
+        names.OUTPUT_PRINCIPALS_TABLE: "principals",
+        names.OUTPUT_TOKEN_KEY_SECRET_ARN: "arn:token",
+        names.OUTPUT_CHAIN_KEY_SECRET_ARN: "arn:chain",
+        names.OUTPUT_WITNESS_BUCKET: "witness-bucket",
+    }
+    # When the operator's settings are built for a live run (no key files)
+    settings = Settings.from_env(operator_env(outputs, "eu-west-1"))
+    # Then its writes are sealed with the stack's chain key and checked against its witness
+    assert (settings.chain_key_secret_arn, settings.witness_bucket) == ("arn:chain", "witness-bucket")
+    assert settings.token_key_secret_arn == "arn:token" and not settings.chain_key_file
