@@ -1,5 +1,6 @@
 """The hash-chained audit log (DOMAIN.md rules 24 and 25)."""
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from json.encoder import encode_basestring
@@ -175,6 +176,13 @@ class AuditChain:
         return Verification(True, length, last_hash, None, None)
 
 
+# The HEAD attribute where the scheduled verifier leaves its finding (AWS): every decision read gets HEAD (one
+# item), so an advisory read that does not read the witness still holds from the verifier's next run on. The
+# witness keeps the same finding where the table cannot undo it; a mark removed from HEAD is a change the
+# verifier sees and marks again.
+TAMPER_MARK = "tamper_finding"
+
+
 def _against_head(
     project: str,
     candidate_id: str | None,
@@ -185,6 +193,8 @@ def _against_head(
 ) -> Verification | None:
     """The head must name the last event (and, sealed, carry its checkpoint's tag); None when it does."""
     length = len(events)
+    if head is not None and TAMPER_MARK in head:
+        return _marked(length, last_hash, head[TAMPER_MARK])
     if head is None:
         if not length:
             return None
@@ -203,6 +213,23 @@ def _against_head(
     if seal is not None and not seal.head_verifies(project, candidate_id, head, events[-1]["at"]):
         return Verification(False, length, last_hash, length, "the head's authentication does not verify")
     return None
+
+
+def _marked(length: int, last_hash: str | None, mark: Any) -> Verification:
+    """A chain the scheduled verifier found tampered: failed, at the seq it named (1 if unreadable)."""
+    seq, reason = 1, "unreadable"
+    if isinstance(mark, str):
+        try:
+            finding = json.loads(mark)
+        except ValueError:
+            finding = None
+        if isinstance(finding, dict):
+            named = finding.get("first_bad_seq")
+            seq = named if type(named) is int and named >= 1 else 1
+            reason = str(finding.get("reason") or "")[:200]
+    return Verification(
+        False, length, last_hash, seq, f"the scheduled verifier found this chain tampered ({reason})"
+    )
 
 
 def _against_checkpoint(

@@ -251,6 +251,10 @@ class ChainVerifier:
                 "detected_by": names.CHAIN_VERIFIER_FUNCTION,
             }
             self.witness.mark_tampered(ref, finding)
+            # Where advisory decision reads (which do not read the witness) see it: on the chain's HEAD.
+            mark_head = getattr(self.store, "mark_head_tampered", None)
+            if mark_head is not None:
+                mark_head(ref, finding)
         except StoreUnavailable:
             report.unreadable.append(ref)
             log.error("chain unreadable: project=%s chain=%s", ref.project, ref.candidate_id)

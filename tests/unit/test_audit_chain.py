@@ -390,3 +390,29 @@ def test_events_without_a_head_do_not_verify(chain: Chain) -> None:
     chain.head = None
     # When it is verified, Then nothing vouches for where it ends: invalid, at its last event
     assert_bad(chain.verify(), chain.length)
+
+
+@pytest.mark.parametrize(
+    ("mark", "seq"),
+    [
+        (
+            json.dumps(
+                {"first_bad_seq": 4, "reason": "the chain ends before the witness's newest checkpoint"}
+            ),
+            4,
+        ),
+        ("not json", 1),
+        (json.dumps({"first_bad_seq": "4"}), 1),
+        (7, 1),
+    ],
+)
+def test_a_head_the_scheduled_verifier_marked_fails_at_the_seq_it_named(
+    chain: Chain, mark: Any, seq: int
+) -> None:
+    # Given an intact chain whose HEAD carries the scheduled verifier's finding (AWS)
+    chain.head = {**chain.head, audit.TAMPER_MARK: mark}
+    # When it is verified
+    result = chain.verify()
+    # Then it fails at the seq the finding names (1 when the mark cannot be read), whatever else holds
+    assert_bad(result, seq)
+    assert "scheduled verifier" in (result.reason or "")

@@ -32,6 +32,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from .. import audit
 from ..decision import Finding, finding
 from ..errors import StoreUnavailable
 from ..ports import Stream, StreamRef
@@ -55,7 +56,12 @@ class HeldChain:
         """Equal seq and hash, exactly: anything else (a later, an earlier or a rewritten head, a value of
         another type) is a change."""
         seq = head.get("seq")
-        return type(seq) is int and seq == self.seq and head.get("hash") == self.hash
+        return (
+            type(seq) is int
+            and seq == self.seq
+            and head.get("hash") == self.hash
+            and audit.TAMPER_MARK not in head  # the verifier marked it: read in full, which fails
+        )
 
     def contains(self, checkpoint: dict[str, Any]) -> bool:
         """The checkpoint names an event of this chain, at its seq and with its hash."""

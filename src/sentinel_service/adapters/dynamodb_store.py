@@ -18,6 +18,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from sentinel_domain.audit import TAMPER_MARK
+from sentinel_domain.canonical import canonical_text
 from sentinel_domain.errors import StoreConflict, StoreUnavailable
 from sentinel_domain.ports import Append, ClaimTaken, IdempotencyRecord, Stream, StreamRef
 from sentinel_service.adapters.dynamodb_items import (
@@ -161,6 +163,25 @@ class DynamoStateStore:
         """One strongly consistent GetItem of the chain's HEAD item (1 RRU while it stays under 4 KB)."""
         item = self._get(partition(ref), HEAD_SK)
         return head_fields(item) if item is not None else None
+
+    def mark_head_tampered(self, ref: StreamRef, finding: dict[str, Any]) -> bool:
+        """Put the scheduled verifier's finding on the chain's HEAD item (`audit.TAMPER_MARK`), where every
+        decision read sees it with the GetItem it makes anyway; False when the chain has no HEAD (the witness
+        keeps the finding regardless). The next accepted write would replace HEAD, but none is accepted on a
+        chain the witness marked."""
+        try:
+            self._call(
+                "UpdateItem",
+                ("ConditionalCheckFailedException",),
+                Key={PK: {"S": partition(ref)}, SK: {"S": HEAD_SK}},
+                UpdateExpression="SET #mark = :mark",
+                ConditionExpression="attribute_exists(#pk)",
+                ExpressionAttributeNames={"#mark": TAMPER_MARK, "#pk": PK},
+                ExpressionAttributeValues={":mark": {"S": canonical_text(finding)}},
+            )
+        except ClientError:
+            return False
+        return True
 
     def append(self, a: Append) -> None:
         """One TransactWriteItems: head, event, fact parts, outbox, idempotency completion, claim."""

@@ -225,3 +225,59 @@ def test_a_run_that_cannot_read_a_chain_fails_and_is_redone(deployment: Deployme
     # And the next run, with the table back, covers the same chains
     verifier.store = real
     assert d.verify()["verified"] >= 2
+
+
+def test_advisory_reads_hold_from_the_verifiers_run_on_even_from_a_held_chain(deployment: Deployment) -> None:
+    """In AWS the hook's decision read does not read the witness, and a Lambda container holds the chains it
+    verified (sentinel_domain.usecases.project_reads): the verifier's finding reaches those reads on the
+    chain's HEAD, which every decision read gets anyway."""
+    from sentinel_domain.usecases import Gate
+    from sentinel_domain.usecases.project_reads import ChainCache
+    from support.world import REQUESTER
+
+    d = deployment
+    store = d.parts.verifier.store
+    lambda_gate = Gate(
+        store,
+        d.world.clock,
+        d.world.ids,
+        seal=SEAL,
+        witness=d.parts.verifier.witness,
+        reads_witness=False,
+        appends_witness=False,
+        chain_cache=ChainCache(),
+    )
+
+    def read() -> set[str]:
+        view = lambda_gate.decision(PROJECT, d.candidate.candidate_id, REQUESTER, None)
+        return {f["code"] for f in view.as_json()["findings"]}
+
+    # Given a container that read the candidate's decision and holds its verified chain
+    assert "STATE_TAMPERED" not in read()
+    assert lambda_gate.chain_cache.get(d.candidate) is not None
+    # When the chain is rolled back to an earlier genuine head (its tag copied from a checkpoint item)
+    length = int(d.head(d.candidate)["seq"]["N"])
+    pk = f"P#{PROJECT}#C#{d.candidate.candidate_id}"
+    previous = d.client.get_item(
+        TableName=d.world.table, Key={"pk": {"S": pk}, "sk": {"S": f"E#{length - 1:010d}"}}
+    )["Item"]
+    older = next(
+        json.loads(i["item"]["S"])
+        for i in scan(d.client, d.world.table)
+        if i["pk"]["S"] == pk
+        and i.get("outbox_kind", {}).get("S") == "checkpoint"
+        and json.loads(i["item"]["S"])["seq"] == length - 1
+    )
+    d.delete({"pk": {"S": pk}, "sk": {"S": f"E#{length:010d}"}})
+    head = d.head(d.candidate)
+    head["seq"], head["hash"], head["mac"] = {"N": str(length - 1)}, previous["hash"], {"S": older["mac"]}
+    d.put(head)
+    d.relay()
+    # Then until the verifier runs, an advisory read sees a chain that verifies on its own (the window)
+    assert "STATE_TAMPERED" not in read()
+    # And once it has run, the chain's HEAD carries its finding, and every advisory read holds
+    assert d.verify()["tampered"] == [[PROJECT, d.candidate.candidate_id]]
+    assert "tamper_finding" in d.head(d.candidate)
+    assert "STATE_TAMPERED" in read()
+    assert "STATE_TAMPERED" in read()  # and it is never held: read in full again
+    assert lambda_gate.chain_cache.get(d.candidate) is None
