@@ -43,9 +43,12 @@ class Run(RequestSteps, OutOfBandSteps):
             if response.ok:
                 self.judge_decision(body, what_if=False)
             findings = [f for f in body.get("findings", []) if isinstance(f, dict)]
+            # A chain that fails verification refuses the write (503) with the hold's findings: a hold,
+            # not recorded.
+            refused_hold = response.status == 503 and bool(findings)
             decision = {
                 "status": response.status,
-                "decision": body.get("decision"),
+                "decision": body.get("decision") or ("hold" if refused_hold else None),
                 "findings": sorted({f["code"] for f in findings}),
                 "finding_keys": sorted(
                     [f["code"], f.get("obligation_id") or "", f.get("check_id") or "", f.get("task_id") or ""]
@@ -54,7 +57,7 @@ class Run(RequestSteps, OutOfBandSteps):
                 "plan_digest": body.get("plan_digest"),
                 "facts_digest": body.get("facts_digest"),
                 "as_of": body.get("as_of"),
-                "recorded": body.get("recorded", True),
+                "recorded": body.get("recorded", not refused_hold),
             }
             response = self.send(
                 Request("GET", f"{self.requests.cpath}/audit", "auditor", query={"limit": "500"})

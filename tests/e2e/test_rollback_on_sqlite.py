@@ -86,7 +86,9 @@ def test_a_failing_report_deleted_with_head_rolled_back_is_tampering_not_ready(t
         recorded = clients["requester"].request("POST", f"/projects/demo/candidates/{cid}/decisions")
     assert decision["decision"] == "hold"
     assert "STATE_TAMPERED" in {f["code"] for f in decision["findings"]}
-    assert recorded.body["decision"] == "hold" and recorded.body["recorded"] is False
+    # (recording is a write: refused with 503, nothing appended, the hold's findings in the problem)
+    assert recorded.status == 503 and recorded.body["code"] == "STATE_UNAVAILABLE"
+    assert "STATE_TAMPERED" in {f["code"] for f in recorded.body["findings"]}
     # And the operator's check names the first missing seq, exit 1
     command = ["audit", "verify", "--project", "demo", "--candidate", cid, "--data", str(tmp_path)]
     audit = subprocess.run(

@@ -240,6 +240,12 @@ class Outcome:
         return self.code is None and self.status < 300
 
 
+def problem_fields(refusal: Refusal) -> dict[str, Any]:
+    """What a refusal's problem document carries beside its type, title, status and code."""
+    findings = {"findings": refusal.findings} if refusal.findings else {}
+    return {"detail": refusal.detail, **refusal.extra, **findings}
+
+
 def outcome(run: Callable[[], Any]) -> Outcome:
     """A use case's answer as the HTTP edge would give it: a refusal's status and headers from the problem
     mapping; 201 for what was written (or replayed); 200 for a read and for a decision it could not record."""
@@ -249,7 +255,11 @@ def outcome(run: Callable[[], Any]) -> Outcome:
         return Outcome(
             refusal_status(refusal),
             refusal.code,
-            {"detail": refusal.detail, **refusal.extra},
+            {
+                "detail": refusal.detail,
+                **refusal.extra,
+                **({"findings": refusal.findings} if refusal.findings else {}),
+            },
             refusal_headers(refusal),
         )
     if isinstance(result, Decision):  # Gate.evaluate answers the decision itself

@@ -146,11 +146,20 @@ def record_decision(
             raise unavailable("the candidate's chain was not read")
         if not stream.complete:
             raise unavailable("the candidate's chain is larger than one read may page through")
-        if {f.code for f in basis.read_findings} & UNVERIFIED:
-            # Verification before every append: nothing is recorded on a chain that fails it (or cannot be
-            # checked); the hold is answered, unrecorded, with the findings that say why.
+        unverified = {f.code for f in basis.read_findings} & UNVERIFIED
+        if "STATE_TAMPERED" in unverified:
+            # Verification before every append: a chain that fails it is refused like every other write
+            # (503), nothing recorded; the hold's findings say why.
+            raise Refusal(
+                "STATE_UNAVAILABLE",
+                "the audit chain fails verification; nothing was recorded: an operator must restore it",
+                findings=[f.model_dump() for f in verdict.findings],
+            )
+        if unverified:
+            # A chain that cannot be checked right now (a key or witness unreadable): answered as a store
+            # failure is, a hold that says it was not recorded.
             refused.append(DecisionNotRecorded(**dict(verdict), as_of_source="service"))
-            raise unavailable("the audit chain fails verification; nothing was recorded")
+            raise unavailable("the audit chain cannot be verified right now; nothing was recorded")
         # Digests, counts and positions, not the findings' prose: bounded whatever the findings (records.py).
         fact = decision_fact(
             verdict,
@@ -174,7 +183,7 @@ def record_decision(
             ref, f"/candidates/{candidate_id}/decisions", key, actor, {}, run, DecisionRecorded
         )
     except Refusal as refusal:
-        if refusal.code != "STATE_UNAVAILABLE":
+        if refusal.code != "STATE_UNAVAILABLE" or refusal.findings:
             raise
         if refused:
             return refused[-1]

@@ -22,9 +22,9 @@ import pytest
 
 from sentinel_domain.audit import AuditChain, event_hash, fact_digest
 from sentinel_domain.canonical import canonical_text
+from sentinel_domain.errors import Refusal
 from sentinel_domain.integrity import checkpoint_from_outbox, verify_against_witness
 from sentinel_domain.models import CandidateRequest, Policy, SettlementRequest
-from sentinel_domain.outcomes import DecisionNotRecorded
 from sentinel_domain.ports import StreamRef
 from sentinel_domain.usecases import Gate
 from sentinel_runner.relay import EventLog, OutboxRelay
@@ -193,9 +193,10 @@ def assert_caught(scene: Scene, first_bad: int, *, alone: bool = True) -> None:
     else:  # AWS: an advisory read does not read the witness; the scheduled verifier's window (another branch)
         assert "STATE_TAMPERED" not in {f.code for f in read.findings}
     length = scene.length()
-    recorded = gate.record_decision(PROJECT, ref.candidate_id, REQUESTER, None)
-    assert isinstance(recorded, DecisionNotRecorded), recorded
-    assert "STATE_TAMPERED" in {f.code for f in recorded.findings}, recorded.findings
+    with pytest.raises(Refusal) as refused:  # a write to a chain that fails verification: 503
+        gate.record_decision(PROJECT, ref.candidate_id, REQUESTER, None)
+    assert refused.value.code == "STATE_UNAVAILABLE", refused.value
+    assert "STATE_TAMPERED" in {f["code"] for f in refused.value.findings}, refused.value.findings
     assert scene.length() == length
     # And every write to the chain is refused
     assert_writes_refused(scene)
@@ -451,7 +452,8 @@ def test_a_malformed_row_holds_with_state_tampered_and_refuses_writes_never_a_50
     again = flow.run(written, "evidence 1")  # type: ignore[arg-type]
     # Then each is an answer, never an unhandled error: holds with STATE_TAMPERED, and a 503 refusal
     assert read.status == 200 and "STATE_TAMPERED" in {f["code"] for f in read.body["findings"]}, read
-    assert recorded.status == 200 and recorded.body["recorded"] is False, recorded
+    assert (recorded.status, recorded.code) == (503, "STATE_UNAVAILABLE"), recorded
+    assert "STATE_TAMPERED" in {f["code"] for f in recorded.body["findings"]}, recorded
     assert (again.status, again.code) == (503, "STATE_UNAVAILABLE"), again
     if first_bad is not None:
         audit = world.gate.audit(StreamRef(PROJECT, flow.candidate_id), AUDITOR, 500, None).verification

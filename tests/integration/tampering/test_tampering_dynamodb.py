@@ -147,7 +147,8 @@ def assert_caught(
         read = gate.evaluate(PROJECT, candidate_id, REQUESTER)
         assert read.decision == "hold" and "STATE_TAMPERED" in {f.code for f in read.findings}, read.findings
     recorded = outcome(lambda: gate.record_decision(PROJECT, candidate_id, REQUESTER, None))
-    assert recorded.body.get("decision") == "hold" and recorded.body.get("recorded") is False, recorded
+    # (recording is a write: refused with 503, nothing appended, the hold's findings in the problem)
+    assert (recorded.status, recorded.code) == (503, "STATE_UNAVAILABLE"), recorded
     assert "STATE_TAMPERED" in {f["code"] for f in recorded.body["findings"]}
 
 
