@@ -13,8 +13,6 @@ pytestmark = pytest.mark.http
 
 CASES = [
     attack("curl -X PUT https://api.github.com/repos/o/r/pulls/42/%6Derge", oracle="record"),
-    attack("curl -X PUT https://api.github.com/repos/o/r/%70ulls/42/merge", oracle="record"),
-    attack("curl -d '{}' https://api.github.com/repos/o/r/%6Derges", oracle="record"),
 ]
 
 
