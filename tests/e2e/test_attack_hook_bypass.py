@@ -11,6 +11,7 @@ from test_hook_adversarial import Sandbox, attack, run_all, sandbox  # noqa: F40
 pytestmark = pytest.mark.http
 
 SEED_EVIL = "git push -q origin evil"  # an allowed push of an unprotected branch, earlier
+WORK_TREE = "mkdir -p /tmp/wt-$$ && git --git-dir=../origin.git --work-tree=/tmp/wt-$$"
 
 # 1. A plain push from a tag: `_full_destination` infers refs/tags/main because the source is a tag, but git
 #    first matches the destination against the REMOTE's refs; origin has refs/heads/main, so git updates it.
@@ -22,7 +23,19 @@ BARE_REF_MOVES = [
     attack("git --git-dir=../origin.git reset --soft {evil}", setup=SEED_EVIL),
     attack("git --git-dir=../origin.git --work-tree=. reset --soft evil", setup=SEED_EVIL),
     attack("git --git-dir=../origin.git symbolic-ref refs/heads/main refs/heads/evil", setup=SEED_EVIL),
+    # with a work tree of the agent's choosing, the porcelain that moves the current branch (main)
+    attack(f"{WORK_TREE} checkout -q -B main evil", setup=SEED_EVIL),
+    attack(f"{WORK_TREE} switch -q -C main evil", setup=SEED_EVIL),
+    attack(f"{WORK_TREE} reset -q --hard evil", setup=SEED_EVIL),
+    attack(f"{WORK_TREE} commit -q --allow-empty -m x"),
 ]
+
+# 2b. A push to an unprotected name that the remote resolves, through a symbolic ref, to main (the symref was
+#     made earlier with the allowed `symbolic-ref` above): the hook judges the name, git moves main.
+SYMREF_PUSH = attack(
+    "git push origin evil:rel",
+    setup="git --git-dir=../origin.git symbolic-ref refs/heads/rel refs/heads/main",
+)
 
 # 3. A raw file write into the bare repository's refs that the hook does not treat as a write (printf >, cp,
 #    tee are denied; dd of= is not).
@@ -42,7 +55,7 @@ def test_attack_bare_repository_branch_moved_by_reset_or_symbolic_ref_is_denied(
 ) -> None:
     # Given origin.git (bare, HEAD -> main) and E pushed to origin's unprotected `evil`
     # When the agent moves origin's main with reset --soft or symbolic-ref in the bare repository
-    problems = run_all(sandbox, BARE_REF_MOVES, 7100)
+    problems = run_all(sandbox, [*BARE_REF_MOVES, SYMREF_PUSH], 7100)
     # Then the hook denies each (today: allowed, origin/main ends at E)
     assert problems == []
 
