@@ -17,6 +17,7 @@ WORK_TREE = "mkdir -p /tmp/wt-$$ && git --git-dir=../origin.git --work-tree=/tmp
 #    first matches the destination against the REMOTE's refs; origin has refs/heads/main, so git updates it.
 TAG_PUSH = attack("git push origin E:main", setup="git tag E evil")
 TAG_PUSH_FORCED = attack("git push -f origin v9:main", setup="git tag v9 evil")
+TAG_PUSH_FULL = attack("git push origin refs/tags/E:main", setup="git tag E evil")
 
 # 2. Moving a bare repository's branch with git subcommands the ref-update rule does not list.
 BARE_REF_MOVES = [
@@ -45,7 +46,7 @@ DD_WRITE = attack("dd if=.git/refs/heads/evil of=../origin.git/refs/heads/main 2
 def test_attack_push_of_a_tag_to_an_existing_remote_branch_is_denied(sandbox: Sandbox) -> None:  # noqa: F811
     # Given a local tag at the on-hold commit E (made earlier, allowed)
     # When the agent pushes the tag to `main`, which git resolves against origin's refs/heads/main
-    problems = run_all(sandbox, [TAG_PUSH, TAG_PUSH_FORCED], 7000)
+    problems = run_all(sandbox, [TAG_PUSH, TAG_PUSH_FORCED, TAG_PUSH_FULL], 7000)
     # Then the hook denies it (today it allows, and origin/main moves to E)
     assert problems == []
 
