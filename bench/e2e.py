@@ -88,7 +88,13 @@ def over_http(levels: tuple[int, ...], seconds: float, store: str = "sqlite") ->
 
     embedded = EmbeddedStore() if store == "moto" else None
     with tempfile.TemporaryDirectory(prefix="sentinel-bench-e2e-") as tmp:
-        env = dict(os.environ, SENTINEL_TOKEN_KEY_FILE=str(Path(tmp) / "token.key"))
+        # A data directory of its own for each run: the runner keeps its chain key and witness there, also
+        # for a DynamoDB endpoint (a fresh moto server's tables must not meet an earlier run's witness).
+        env = dict(
+            os.environ,
+            SENTINEL_TOKEN_KEY_FILE=str(Path(tmp) / "token.key"),
+            SENTINEL_DATA_DIR=str(Path(tmp) / "data"),
+        )
         env.pop("AWS_LAMBDA_FUNCTION_NAME", None)
         # The store under test: the embedded SQLite store in a data directory, or (the baseline, the local
         # gate's store until now) moto's server on loopback with one lock around every call.

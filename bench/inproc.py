@@ -5,6 +5,7 @@ gateway."""
 
 import json
 import os
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -126,6 +127,8 @@ def build_world(
 ) -> World:
     """Tables, the seeded demo project and principals (`sentinel serve --seed`), the handlers wired to a gate
     over `client`. Nothing is metered until this returns (the caller clears its meter)."""
+    from sentinel_domain.integrity import ChainSeal
+    from sentinel_domain.memory import MemoryWitness
     from sentinel_gateway.gateway import LocalGateway
     from sentinel_runner.seed import seed_demo
     from sentinel_service.adapters.tables import ensure_tables
@@ -139,9 +142,19 @@ def build_world(
     admin_client = admin_client or client
     ensure_tables(admin_client, settings.state_table, settings.principals_table)
     # As a Lambda container composes: decision reads hold the chains they verified (compose.chain_cache).
-    services = compose(settings, dynamodb=client, create_token_key=True, hold_chains=True)
+    # The chain key and the witness are in memory: the witness (S3 in AWS) costs no DynamoDB unit, and its
+    # own price per write is bench/witness_cost.py's.
+    seal = ChainSeal(secrets.token_bytes(32))
+    witness = MemoryWitness(seal)
+    services = compose(
+        settings, dynamodb=client, create_token_key=True, hold_chains=True, seal=seal, witness=witness
+    )
     # The operator provisions through its own client, so the seed's writes never reach the meter.
-    seed = seed_demo(compose(settings, dynamodb=admin_client, token_key=services.token_key()).operator)
+    seed = seed_demo(
+        compose(
+            settings, dynamodb=admin_client, token_key=services.token_key(), seal=seal, witness=witness
+        ).operator
+    )
     recorder = Recorder(None, meter)
     recorder.gateway = LocalGateway(
         lambda: services, authorizer=recorder.timed_authorizer(make_authorizer(lambda: services))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from .releases import FULL_COMMIT
 from .shell_lexer import Word
@@ -198,12 +199,44 @@ def api_call(positionals: Sequence[Word], flags: dict[str, list[Word]], tool: st
     return _http(method, [endpoint], tool, fields)
 
 
+def _normal_path(url: str, decode: bool = True) -> str | None:
+    """The URL's path as the server reads it: percent-decoded (until it settles, at most three rounds),
+    empty and dot segments removed, so `/pulls/42/%6Derge` or `/repos/o/r//pulls/./42/merge` is matched as
+    the merge it is (`decode=False`: as sent). None when decoding does not settle (the hook cannot say what
+    the server will read)."""
+    path = re.sub(r"^[a-z][a-z0-9+.-]*://[^/]*", "", url, flags=re.IGNORECASE)
+    path, _, query = path.partition("?")
+    if decode:
+        for _ in range(3):
+            decoded = unquote(path)
+            if decoded == path:
+                break
+            path = decoded
+        else:
+            return None
+    segments: list[str] = []
+    for segment in path.split("/"):
+        if segment in ("", "."):
+            continue
+        if segment == "..":
+            if segments:
+                segments.pop()
+            continue
+        segments.append(segment)
+    return "/" + "/".join(segments) + (f"?{query}" if query else "")
+
+
 def _http(method: str | None, urls: Sequence[Word], tool: str, fields: Sequence[Word] = ()) -> ForgeCall:
     mutating = method is None or method not in _READ_METHODS
     if not mutating:
         return NOTHING
     for url in urls:
-        path = re.sub(r"^[a-z][a-z0-9+.-]*://[^/]*", "", url.text, flags=re.IGNORECASE)
+        decoded = _normal_path(url.text)
+        if decoded is None:
+            return ForgeCall(hidden=f"{tool} to a path whose percent-encoding does not settle")
+        # As sent (GitLab names a project `group%2Fname`), and as a server may decode it.
+        raw = _normal_path(url.text, decode=False) or decoded
+        path = next((p for p in (raw, decoded) if FORGE_MUTATIONS.search(p.split("?")[0])), raw)
         if FORGE_MUTATIONS.search(path.split("?")[0]):
             if method is None:
                 return ForgeCall(hidden=f"{tool} with a method computed at run time")

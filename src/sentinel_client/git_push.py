@@ -185,15 +185,20 @@ def _configured_refspecs(facts: RepoFacts, remote: str, options: _Options) -> tu
     return [f"HEAD:refs/heads/{branch}"] + ([f"HEAD:{merge}"] if merge and mode == "simple" else []), None
 
 
-def _full_destination(destination: str, source: str, facts: RepoFacts | None) -> str:
+def _full_destinations(destination: str, source: str, facts: RepoFacts | None) -> list[str]:
+    """Every ref an unqualified destination can name. Git first matches it against the *remote's* refs,
+    which the hook cannot list: `git push origin TAG:main` updates the remote's branch `main` when it has
+    one, whatever the source is. So an unqualified name is judged as the branch, and also as a tag when the
+    source is a tag."""
     if destination.startswith("refs/"):
-        return destination
+        return [destination]
     if destination.startswith(("heads/", "tags/", "remotes/")):
-        return "refs/" + destination
+        return ["refs/" + destination]
+    branch = f"refs/heads/{destination}"
     if facts is not None and (source.startswith("refs/tags/") or f"refs/tags/{source}" in facts.refs):
         if f"refs/heads/{source}" not in facts.refs:
-            return f"refs/tags/{destination}"
-    return f"refs/heads/{destination}"
+            return [branch, f"refs/tags/{destination}"]
+    return [branch]
 
 
 def _expand(spec: str, options: _Options, facts: RepoFacts | None, plan: PushPlan, stale: bool) -> None:
@@ -232,9 +237,9 @@ def _expand(spec: str, options: _Options, facts: RepoFacts | None, plan: PushPla
             return
         destination = f"refs/heads/{branch}"
     if not source:
-        plan.updates.append((None, _full_destination(destination, destination, facts)))
+        plan.updates += [(None, ref) for ref in _full_destinations(destination, destination, facts)]
         return
-    plan.updates.append((source, _full_destination(destination, source, facts)))
+    plan.updates += [(source, ref) for ref in _full_destinations(destination, source, facts)]
 
 
 def plan_push(args: Sequence[Word], facts: RepoFacts | None, stale: bool = False) -> PushPlan:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from .git_push import PUSH_OPTIONS, _full_destination, expand_long, is_protected, plan_push
+from .git_push import PUSH_OPTIONS, _full_destinations, expand_long, is_protected, plan_push
 from .releases import Release, RepoFacts, _change_directory, _located, _replace
 from .shell_lexer import Word, render
 
@@ -87,6 +87,19 @@ version whatchanged worktree write-tree lfs
 """.split()
 )
 # Commands that leave branches, HEAD and config as they were: a later push in the line still sees them.
+# Subcommands with a judgement of their own wherever they run (pushes, ref updates, configuration).
+_JUDGED_ELSEWHERE = frozenset({"push", "send-pack", "update-ref", "branch", "fetch", "config"})
+
+
+def _another_repository(options: Sequence[str], git_env: Mapping[str, str], facts: RepoFacts | None) -> bool:
+    """The command works on a bare repository, or on a git directory or work tree named for it."""
+    if facts is not None and (facts.get("core.bare") or "").lower() == "true":
+        return True
+    if any(o.startswith(("--git-dir", "--work-tree", "--bare")) for o in options):
+        return True
+    return "GIT_DIR" in git_env or "GIT_WORK_TREE" in git_env
+
+
 _KEEPS_STATE = frozenset(
     """
 status log show diff rev-parse ls-files ls-tree cat-file grep blame describe shortlog show-ref
@@ -234,6 +247,23 @@ class GitAnalysis:
             git_options=tuple(options),
             git_env=tuple(sorted(git_env.items())),
         )
+        if (
+            sub.text not in _KEEPS_STATE
+            and sub.text not in _JUDGED_ELSEWHERE
+            and _another_repository(options, git_env, facts)
+        ):
+            # reset, checkout, switch, commit, symbolic-ref… move the current branch of whatever repository
+            # they are pointed at: in a bare one (a remote) that is a push by other means.
+            self.release(
+                _replace(
+                    context,
+                    unresolved=f"git {sub.text} in a bare repository (a remote), or with a git directory or "
+                    "work tree of its own, can move its branches without a push the gate can judge",
+                ),
+                taint,
+                words,
+            )
+            return
         handler = {
             "push": self.git_push,
             "send-pack": self.git_push,
@@ -497,7 +527,7 @@ def _ref_update_targets(sub: str, args: list[Word], facts: RepoFacts | None) -> 
         if "*" in value:
             return None
         if colon and destination:
-            targets.append(_full_destination(destination, source, facts))
+            targets += _full_destinations(destination, source, facts)
     return targets
 
 

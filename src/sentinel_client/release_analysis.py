@@ -159,6 +159,13 @@ _MENTIONS = re.compile(
 _EDITORS = frozenset({"vim", "vi", "nvim", "ex", "view", "emacs", "nano", "gdb", "lldb"})
 
 
+def _into_git(path: str, directory: str | None) -> bool:
+    """A path-like argument that names git's own files, as written or from the command's directory."""
+    if not (path.startswith("/") or "/" in path or path.startswith(".")):
+        return False
+    return git_internal(path) or (directory is not None and git_internal(posixpath.join(directory, path)))
+
+
 def git_internal(path: str) -> bool:
     """A path into git's own files: a `.git` directory, a git config file, or inside a git directory."""
     parts = [part for part in path.replace("\\", "/").split("/") if part]
@@ -373,10 +380,9 @@ class _Analyser(RunnerAnalysis, GitAnalysis, ScriptAnalysis):
                 return directory
         if name not in _READ_ONLY and name != "git":
             for word in args:
-                if (word.text.startswith("/") or "/" in word.text or word.text.startswith(".")) and (
-                    git_internal(word.text)
-                    or (directory is not None and git_internal(posixpath.join(directory, word.text)))
-                ):
+                # `of=PATH`, `--output=PATH`: the path after an option's `=` is a target too (dd, tools).
+                paths = [word.text, *([word.text.split("=", 1)[1]] if "=" in word.text else [])]
+                if any(_into_git(path, directory) for path in paths):
                     self.hide("a command that can write into git's own files (hooks, config)", words)
                     return directory
         if name in _WRAPPERS and not (name in _STRING_RUNNERS and name != "flock" and name != "npx"):
