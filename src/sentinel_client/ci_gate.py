@@ -92,4 +92,5 @@ def gate(argv: Sequence[str]) -> tuple[int, str, str]:
         return report(Verdict.error(target, problem))
     settings.subject = args.subject or settings.subject
     settings.environment = args.environment or settings.environment
-    return report(Service(settings).verdict(args.revision.lower()))
+    # An enforcement point acts on a recorded decision: the service's release path (witness compared).
+    return report(Service(settings, record=True).verdict(args.revision.lower()))

@@ -113,10 +113,12 @@ def _refusal(response: Response, settings: ClientSettings) -> Problem:
     return Problem(response.code or f"HTTP_{response.status}", text)
 
 
-def _json_object(response: Response, settings: ClientSettings, what: str) -> dict[str, Any]:
+def _json_object(
+    response: Response, settings: ClientSettings, what: str, statuses: tuple[int, ...] = (200,)
+) -> dict[str, Any]:
     if not response.ok:
         raise _refusal(response, settings)
-    if response.status != 200 or not isinstance(response.body, dict):
+    if response.status not in statuses or not isinstance(response.body, dict):
         raise Problem("BAD_RESPONSE", f"the {what} answered HTTP {response.status} without a JSON object")
     return response.body
 
@@ -125,8 +127,17 @@ def _describe(settings: ClientSettings, revision: str) -> str:
     return f"{settings.subject} at {revision} in {settings.environment}"
 
 
-def judge(client: SentinelClient, settings: ClientSettings, revision: str, deadline: _Deadline) -> Verdict:
-    """Find the candidate for (subject, revision, environment) and read its decision; never raises."""
+def judge(
+    client: SentinelClient,
+    settings: ClientSettings,
+    revision: str,
+    deadline: _Deadline,
+    record: bool = False,
+) -> Verdict:
+    """Find the candidate for (subject, revision, environment) and read its decision; never raises.
+    `record` (the CI gate, an enforcement point): the decision is recorded (`POST …/decisions`), the
+    service's release path, which compares both chains with the witness first; the hook's advisory read
+    (`GET …/decision`) does not in AWS (docs/failing-closed.md)."""
     target = _describe(settings, revision)
     project, subject, environment = settings.project or "", settings.subject, settings.environment
     candidate_id: str | None = None
@@ -175,8 +186,13 @@ def judge(client: SentinelClient, settings: ClientSettings, revision: str, deadl
         if not isinstance(found_id, str) or not found_id:
             raise Problem("BAD_RESPONSE", "the candidate lookup answered without a candidate id")
         candidate_id = found_id
+        ask = client.record_decision if record else client.decision
+        # A recorded decision is 201; one the service could not record, a 200 hold.
         body = _json_object(
-            _call(client, deadline, lambda: client.decision(project, found_id)), settings, "decision"
+            _call(client, deadline, lambda: ask(project, found_id)),
+            settings,
+            "decision",
+            (200, 201) if record else (200,),
         )
         return _verdict(body, target, found_id, revision)
     except Problem as problem:
@@ -226,8 +242,9 @@ def _settings() -> ClientSettings:
 class Service:
     """The service as one hook run sees it: connected once, one time budget for every request."""
 
-    def __init__(self, settings: ClientSettings) -> None:
+    def __init__(self, settings: ClientSettings, record: bool = False) -> None:
         self.settings = settings
+        self.record = record  # the CI gate records the decision it acts on (judge)
         self._client: SentinelClient | None = None
         self._problem: Problem | None = None
         self._deadline: _Deadline | None = None
@@ -244,4 +261,4 @@ class Service:
         if self._problem is not None:
             return Verdict.error(f"the commit {revision}", self._problem)
         assert self._client is not None and self._deadline is not None
-        return judge(self._client, self.settings, revision, self._deadline)
+        return judge(self._client, self.settings, revision, self._deadline, self.record)

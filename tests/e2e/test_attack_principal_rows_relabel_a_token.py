@@ -31,8 +31,13 @@ def test_attack_an_agent_token_relabelled_in_the_database_never_reviews() -> Non
         change = {"files": ["services/payments/api.py"]}
         created = requester.create_candidate(
             "demo",
-            {"subject": "payments", "base_revision": base, "revision": revision, "environment": "staging",
-             "change": change},
+            {
+                "subject": "payments",
+                "base_revision": base,
+                "revision": revision,
+                "environment": "staging",
+                "change": change,
+            },
         )
         assert created.status == 201, created.body
         cid = created.body["candidate_id"]

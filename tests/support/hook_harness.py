@@ -199,6 +199,12 @@ def stand_in_server(answer: Callable[[BaseHTTPRequestHandler], Answer | None]) -
             self.end_headers()
             self.wfile.write(body)
 
+        def do_POST(self) -> None:  # noqa: N802 - the CI gate records the decision it acts on
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            self.do_GET()
+
         def log_message(self, *_args: Any) -> None:
             pass
 

@@ -12,8 +12,7 @@ from sentinel_domain.outcomes import DecisionRecorded
 from sentinel_domain.ports import IdempotencyRecord, StreamRef
 from sentinel_service.adapters.file_witness import FileWitness, create_witness_file
 from sentinel_service.adapters.sqlite_database import SqliteDatabase
-from sentinel_service.adapters.sqlite_store import SqliteStateStore
-from sentinel_service.adapters.sqlite_store import pack_body
+from sentinel_service.adapters.sqlite_store import SqliteStateStore, pack_body
 from support.moto_world import Flow
 from support.world import PROJECT, REQUESTER, REV, SEAL, World
 
