@@ -243,9 +243,11 @@ def test_a_project_chain_edited_behind_an_unchanged_head_is_the_writes_and_the_v
         world.gate.put_policy(PROJECT, "lint", ADMIN, Policy.model_validate(UNIT_POLICY))
     assert refused.value.code == "STATE_UNAVAILABLE"
     assert f"seq {seq}" in str(refused.value)
-    # And a recorded decision (a write) holds with STATE_TAMPERED
-    recorded = world.gate.record_decision(PROJECT, cid, REQUESTER, None).as_json()
-    assert "STATE_TAMPERED" in codes(recorded)
+    # And recording a decision (a write) is refused too, with the hold's STATE_TAMPERED among its findings
+    with pytest.raises(Refusal) as refused:
+        world.gate.record_decision(PROJECT, cid, REQUESTER, None)
+    assert refused.value.code == "STATE_UNAVAILABLE"
+    assert "STATE_TAMPERED" in {f["code"] for f in refused.value.findings}
     # And a process holding nothing (a fresh container) sees it on its first read
     fresh = Gate(world.store, world.clock, world.ids, chain_cache=ChainCache())
     assert "STATE_TAMPERED" in codes(read(world, cid, fresh))

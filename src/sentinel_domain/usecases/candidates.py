@@ -197,6 +197,8 @@ def find_candidates(
     chain.project(project)
     if subject and revision and environment:
         found = chain.find_claim(project, claim_key(subject, revision.lower(), environment))
+        if found:
+            _require_claimed(chain, project, found, (subject, revision.lower(), environment))
         match = (
             CandidateMatch(
                 candidate_id=found, subject=subject, revision=revision.lower(), environment=environment
@@ -217,6 +219,24 @@ def find_candidates(
         and (not environment or c["environment"] == environment)
     ]
     return CandidatePage(candidates=list(rows), next_cursor=next_cursor)
+
+
+def _require_claimed(chain: Chain, project: str, candidate_id: str, wanted: tuple[str, str, str]) -> None:
+    """A claim row is plain table data: the candidate it names must have been created for exactly this
+    subject, revision and environment (its sealed `candidate.created` fact), or the lookup would hand one
+    environment's decision to another. A mismatch is tampering: refused, never answered."""
+    try:
+        _stream, state = chain.candidate(project, candidate_id)
+    except Refusal as refusal:
+        if refusal.code == "NOT_FOUND":
+            raise unavailable("a candidate claim names a candidate that does not exist") from refusal
+        raise
+    created = state.candidate
+    if (created["subject"], str(created["revision"]).lower(), created["environment"]) != wanted:
+        raise unavailable(
+            "the claim for this subject, revision and environment names a candidate created for another: "
+            "the store was tampered with; nothing is answered"
+        )
 
 
 def get_candidate(chain: Chain, project: str, candidate_id: str, actor: Actor) -> CandidateView:

@@ -4,12 +4,16 @@ environment echoed back, never reading that candidate's sealed `candidate.create
 plain table data (no tag, no witness). A table writer (no chain key) points the claim for (payments, R,
 production) at the ready candidate of (payments, R, staging); the lookup says it is production's, its
 decision says `ready` for revision R (the only binding sentinel_client.verdicts checks), and the gate lets R
-into production while production's own candidate holds. FAILS today."""
+into production while production's own candidate holds. Fixed: the lookup checks the claimed candidate's
+creation fact."""
 
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+import pytest
+
+from sentinel_domain.errors import Refusal
 from sentinel_domain.models import CandidateRequest
 from sentinel_service.adapters.sqlite_database import SqliteDatabase
 from sentinel_service.adapters.sqlite_store import SqliteStateStore
@@ -50,6 +54,10 @@ def test_attack_a_redirected_claim_never_answers_another_candidates_ready(tmp_pa
 
     # Then the lookup the gate makes for (payments, REV, production) never answers a candidate that is not
     # production's (today it answers the staging candidate as production's, whose decision reads ready)
-    page = world.gate.find_candidates(PROJECT, AUDITOR, "payments", REV, "production", 10, None)
-    found = [c.candidate_id for c in page.candidates]
-    assert staging not in found, "the lookup answered the staging candidate for production"
+    # production's (the claimed candidate's sealed creation fact is checked: a mismatch is refused as 503)
+    with pytest.raises(Refusal) as refused:
+        world.gate.find_candidates(PROJECT, AUDITOR, "payments", REV, "production", 10, None)
+    assert refused.value.code == "STATE_UNAVAILABLE" and "tampered" in refused.value.detail
+    # And the lookup for staging itself still answers staging's candidate
+    page = world.gate.find_candidates(PROJECT, AUDITOR, "payments", REV, "staging", 10, None)
+    assert [c.candidate_id for c in page.candidates] == [staging]
