@@ -12,12 +12,14 @@ forged items."""
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sentinel_domain.errors import StoreUnavailable
-from sentinel_domain.integrity import CheckpointForged, checkpoint_from_outbox
+from sentinel_domain.integrity import ChainSeal, CheckpointForged, checkpoint_from_outbox
 from sentinel_domain.ports import StreamRef, Witness, WitnessConflict
+from sentinel_domain.usecases.chain import ANSWER_TAG, side_effect_verifies
 
 
 class EventLog:
@@ -69,13 +71,24 @@ def chain_of(pk: str) -> StreamRef | None:
     return StreamRef(project, candidate_id or None)
 
 
+WAIT = object()  # a side effect that can be judged only later
+
+
 class OutboxRelay:
     def __init__(
-        self, store: Any, log: EventLog, interval: float = 0.2, witness: Witness | None = None
+        self,
+        store: Any,
+        log: EventLog,
+        interval: float = 0.2,
+        witness: Witness | None = None,
+        seal: Callable[[], ChainSeal] | None = None,
     ) -> None:
+        """`seal`: the chain key's seal; with it, a side effect is published only when its tag verifies
+        (the runner always passes it)."""
         self.store = store
         self.log = log
         self.witness = witness
+        self.seal = seal
         self.interval = interval
         self.forged = 0  # forged checkpoint items found, each recorded as tampering of its chain
         self._stop = threading.Event()
@@ -88,16 +101,39 @@ class OutboxRelay:
                 if not self._witness(pending["pk"], checkpoint_from_outbox(pending["item"])):
                     continue  # the witness cannot be written now: the item waits for the next round
             else:
-                self.log.publish(
-                    {
-                        "source": "sentinel",
-                        "detail-type": f"sentinel.{pending['kind']}",
-                        "detail": pending["item"],
-                    }
-                )
+                detail = self._authentic(pending["pk"], pending["item"])
+                if detail is WAIT:
+                    continue  # the chain key cannot be read now: the item waits for the next round
+                if detail is not None:  # None: forged, never published (and its chain marked tampered)
+                    self.log.publish(
+                        {"source": "sentinel", "detail-type": f"sentinel.{pending['kind']}", "detail": detail}
+                    )
             self.store.mark_relayed(pending["pk"], pending["sk"])
             moved += 1
         return moved
+
+    def _authentic(self, pk: str, item: Any) -> Any:
+        """The side effect without its tag, when the gate wrote it; None when it is forged (never published,
+        its chain marked tampered); WAIT while the chain key cannot be read."""
+        if self.seal is None:
+            return dict(item) if isinstance(item, dict) else None
+        ref = chain_of(pk)
+        try:
+            seal = self.seal()
+        except Exception:  # the key cannot be read now
+            return WAIT
+        if ref is not None and side_effect_verifies(seal, ref, item):
+            return {k: v for k, v in item.items() if k != ANSWER_TAG}
+        self.forged += 1
+        if ref is not None and self.witness is not None:
+            try:
+                self.witness.mark_tampered(
+                    ref,
+                    {"first_bad_seq": 1, "reason": "a side effect in the outbox that the gate did not write"},
+                )
+            except Exception:  # the witness is down: the item stays unpublished all the same
+                pass
+        return None
 
     def _witness(self, pk: str, checkpoint: dict[str, Any] | None) -> bool:
         """Deliver one checkpoint item; False when it must wait (no witness, or the witness failed)."""

@@ -128,6 +128,39 @@ class CommitRequest:
     require_project_seq: int | None = None
 
 
+ANSWER_TAG = "_tag"  # where a completed idempotency record keeps its answer's tag (and an outbox item its)
+
+
+def side_effect_fields(ref: StreamRef, entry: dict[str, Any]) -> dict[str, Any]:
+    return {"project": ref.project, "candidate_id": ref.candidate_id, "entry": entry}
+
+
+def seal_side_effect(seal: ChainSeal, ref: StreamRef, entry: dict[str, Any]) -> dict[str, Any]:
+    body = {k: v for k, v in entry.items() if k != ANSWER_TAG}
+    return {**body, ANSWER_TAG: seal.tag("outbox", side_effect_fields(ref, body))}
+
+
+def side_effect_verifies(seal: ChainSeal, ref: StreamRef, entry: Any) -> bool:
+    """An outbox item the gate wrote for this chain, unchanged."""
+    if not isinstance(entry, dict):
+        return False
+    body = {k: v for k, v in entry.items() if k != ANSWER_TAG}
+    return seal.verify("outbox", side_effect_fields(ref, body), entry.get(ANSWER_TAG))
+
+
+def _answer_fields(record: IdempotencyRecord, body: dict[str, Any]) -> dict[str, Any]:
+    """What a stored answer's tag covers: where and to whom it answers, the request, and the answer."""
+    return {
+        "project": record.ref.project,
+        "candidate_id": record.ref.candidate_id,
+        "scope": record.scope,
+        "key": record.key,
+        "caller": record.caller,
+        "request_hash": record.request_hash,
+        "body": body,
+    }
+
+
 class Chain:
     """Reads and writes of the audit chains, on the store, the clock and the ids the gate was built with, and
     the seal and witness that keep the chains tamper-evident (sentinel_domain.integrity).
@@ -322,7 +355,12 @@ class Chain:
         answer = outcome(event["seq"])
         idem = request.idempotency
         if idem is not None:
-            idem.status, idem.response_body = "completed", answer.as_json()
+            body = answer.as_json()
+            if seal is not None:
+                # The stored answer is table data that a replay hands back as the gate's: tagged, so a row
+                # written by anyone else is refused rather than replayed (a forged "ready" on a release path).
+                body[ANSWER_TAG] = seal.tag("idempotency", _answer_fields(idem, body))
+            idem.status, idem.response_body = "completed", body
         new_head = {
             "seq": event["seq"],
             "hash": event["hash"],
@@ -331,6 +369,9 @@ class Chain:
         outbox = list(request.outbox)
         checkpoint = None
         if seal is not None:
+            # A side effect leaves through the outbox only with a tag the relay checks: an item written into
+            # the table by anyone else is never published (local relay; docs/failing-closed.md for AWS).
+            outbox = [seal_side_effect(seal, stream.ref, entry) for entry in outbox]
             event["mac"] = seal.event_mac(event["hash"])
             checkpoint = seal.checkpoint(
                 stream.ref.project, stream.ref.candidate_id, event["seq"], event["hash"], event["at"]
@@ -460,7 +501,7 @@ class Chain:
                     "this Idempotency-Key was used by another caller or with another request; use a new key",
                 )
             if existing.status == "completed" and existing.response_body is not None:
-                return self._replay(existing.response_body, answers)
+                return self._replay(self._authentic(existing), answers)
             raise Refusal(
                 "IDEMPOTENCY_IN_PROGRESS", "a request with this Idempotency-Key is still in progress"
             )
@@ -474,6 +515,22 @@ class Chain:
             except StoreUnavailable:
                 pass  # the lease lapses by itself
             raise
+
+    def _authentic(self, record: IdempotencyRecord) -> dict[str, Any]:
+        """The stored answer without its tag, once the tag verifies under the chain key (a sealed gate only
+        replays what it wrote itself)."""
+        body = dict(record.response_body or {})
+        tag = body.pop(ANSWER_TAG, None)
+        try:
+            seal = self.sealer()
+        except ChainKeyUnavailable as error:
+            raise unavailable(f"the chain key cannot be read ({error}); nothing was replayed") from None
+        if seal is not None and not seal.verify("idempotency", _answer_fields(record, body), tag):
+            raise unavailable(
+                "the stored answer to this Idempotency-Key was not written by the gate: the store was "
+                "tampered with; nothing was replayed"
+            )
+        return body
 
     @staticmethod
     def _replay(stored: dict[str, Any], answers: type[R]) -> R:
