@@ -36,7 +36,9 @@ STATE_WRITER_ACTIONS = (
 )
 STATE_PROBE_ACTIONS = ("dynamodb:Query",)  # health: one read of a partition no project can have
 PRINCIPAL_READER_ACTIONS = ("dynamodb:GetItem",)
-STATE_VERIFIER_ACTIONS = ("dynamodb:Query",)  # the chain verifier loads chains, and writes nothing there
+# The chain verifier loads chains, and puts its finding on a tampered chain's HEAD (UpdateItem of one
+# attribute, `DynamoStateStore.mark_head_tampered`): where advisory decision reads see it.
+STATE_VERIFIER_ACTIONS = ("dynamodb:Query", "dynamodb:UpdateItem")
 PLANS_FUNCTION = "plans"
 # Bedrock's geographic inference profiles route a call to a foundation model in any region of the geography.
 INFERENCE_PROFILE_PREFIXES = ("us.", "eu.", "apac.", "jp.", "au.", "ca.", "us-gov.", "global.")

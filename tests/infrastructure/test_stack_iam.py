@@ -23,6 +23,7 @@ from support.infra import (
 
 # The DynamoDB calls the local runner's relay makes; on AWS the relay is the stream and the pipes.
 RELAY_ONLY = {"_scan", "pending_outbox", "mark_relayed", "chain_heads"}
+VERIFIER_ONLY = {"mark_head_tampered"}  # the chain verifier's, granted STATE_VERIFIER_ACTIONS
 TRANSACTION_ACTIONS = {
     "Put": "PutItem",
     "Update": "UpdateItem",
@@ -129,7 +130,8 @@ def test_the_granted_state_actions_are_exactly_what_the_store_issues() -> None:
     store, items = adapters / "dynamodb_store.py", (adapters / "dynamodb_items.py",)
     # When its DynamoDB calls are read, then the writers' grant is exactly that set: nothing missing (a
     # missing action would hold every request with STATE_UNAVAILABLE) and nothing more
-    assert issued_by(store, "DynamoStateStore", RELAY_ONLY, items) == set(STATE_WRITER_ACTIONS)
+    not_a_writers = RELAY_ONLY | VERIFIER_ONLY
+    assert issued_by(store, "DynamoStateStore", not_a_writers, items) == set(STATE_WRITER_ACTIONS)
     # And the health probe (a chain load) is a Query
     assert set(STATE_PROBE_ACTIONS) <= set(STATE_WRITER_ACTIONS)
     # And the authorizer's directory reads principals with GetItem alone
