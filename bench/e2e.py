@@ -165,6 +165,11 @@ def in_process(levels: tuple[int, ...], seconds: float) -> dict[str, Any]:
 
     embedded = EmbeddedStore()
     endpoint = embedded.start()
+    # moto keeps its tables per process: the over-HTTP run's (sealed under that server's own chain key) must
+    # not meet this world's.
+    import urllib.request
+
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10)
     try:
         raw = boto3.client(
             "dynamodb",
