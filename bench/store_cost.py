@@ -156,15 +156,16 @@ def _sum_costs(costs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _init_ms() -> dict[str, float] | None:
     """INIT durations from this run's cold-start section, when it ran first (bench/run.py names its JSON in
-    BENCH_COLD_START_JSON): CPU ms as deployed (mode 'lambda': no bytecode in the package), scaled to the
-    function's CPU share like every other duration. Never a file left by an earlier run."""
+    BENCH_COLD_START_JSON): CPU ms as deployed — with bytecode in the packages since they carry it
+    (src/sentinel_infra/packaging.py; mode 'bytecode', else 'lambda', else 'none') — scaled to the function's
+    CPU share like every other duration. Never a file left by an earlier run."""
     named = os.environ.get("BENCH_COLD_START_JSON")
     path = Path(named) if named else None
     if path is None or not path.exists():
         return None
     try:
         results = json.loads(path.read_text())["results"]
-        mode = "lambda" if "lambda" in results else "none"
+        mode = next(m for m in ("bytecode", "lambda", "none") if m in results)
         return {
             name: round(row["init_cpu_ms"] * ASSUMPTIONS["cpu_scale"], 1)
             for name, row in results[mode].items()
