@@ -254,12 +254,10 @@ class GitAnalysis:
         ):
             # reset, checkout, switch, commit, symbolic-ref… move the current branch of whatever repository
             # they are pointed at: in a bare one (a remote) that is a push by other means.
-            self.release(
-                _replace(
-                    context,
-                    unresolved=f"git {sub.text} in a bare repository (a remote), or with a git directory or "
-                    "work tree of its own, can move its branches without a push the gate can judge",
-                ),
+            self.unresolved(
+                context,
+                f"git {sub.text} in a bare repository (a remote), or with a git directory or "
+                "work tree of its own, can move its branches without a push the gate can judge",
                 taint,
                 words,
             )
@@ -342,22 +340,18 @@ class GitAnalysis:
             )
         ]
         if plan.unknown is not None:
-            self.release(_replace(context, unresolved=plan.unknown), taint, words)
+            self.unresolved(context, plan.unknown, taint, words)
         elif not gated:
             return
         elif any(source is None for source, _ in gated):
-            self.release(
-                _replace(context, unresolved="it deletes a protected branch: there is no commit to judge"),
-                taint,
-                words,
+            self.unresolved(
+                context, "it deletes a protected branch: there is no commit to judge", taint, words
             )
         elif self.stale:
-            self.release(
-                _replace(
-                    context,
-                    unresolved="an earlier command in the same line changes the "
-                    "repository, so the commit it pushes cannot be known now; run the push on its own",
-                ),
+            self.unresolved(
+                context,
+                "an earlier command in the same line changes the "
+                "repository, so the commit it pushes cannot be known now; run the push on its own",
                 taint,
                 words,
             )
@@ -443,20 +437,14 @@ class GitAnalysis:
             return
         targets = _ref_update_targets(sub, args, facts)
         if targets is None and bare:
-            self.release(
-                _replace(
-                    context, unresolved=f"git {sub} in this repository can move refs the hook cannot list"
-                ),
-                taint,
-                words,
+            self.unresolved(
+                context, f"git {sub} in this repository can move refs the hook cannot list", taint, words
             )
         elif targets and any(is_protected(ref, self.protected) for ref in targets):
-            self.release(
-                _replace(
-                    context,
-                    unresolved=f"git {sub} moves a protected branch of a bare "
-                    "repository (a remote) without a push the gate can judge",
-                ),
+            self.unresolved(
+                context,
+                f"git {sub} moves a protected branch of a bare "
+                "repository (a remote) without a push the gate can judge",
                 taint,
                 words,
             )

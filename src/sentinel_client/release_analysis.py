@@ -222,6 +222,10 @@ class _Analyser(RunnerAnalysis, GitAnalysis, ScriptAnalysis):
         else:
             self.result.releases.append(release)
 
+    def unresolved(self, context: Release, why: str, taint: tuple[str, ...], words: Sequence[Word]) -> None:
+        """A release whose commit the hook cannot establish: held for `why`, never judged."""
+        self.release(_replace(context, unresolved=why), taint, words)
+
     def runs_commands(self, name: str) -> bool:
         return name in _RUNNER_NAMES or interpreter_family(name) is not None
 
