@@ -33,6 +33,7 @@ from .chain import (
     unavailable,
     with_fact,
 )
+from .project_reads import ChainCache, held_candidate_facts
 
 CLAIMED = "a candidate for this subject, revision and environment exists"
 
@@ -192,13 +193,14 @@ def find_candidates(
     environment: str | None,
     limit: int,
     cursor: str | None,
+    cache: ChainCache | None = None,
 ) -> CandidatePage:
     need(actor)
     chain.project(project)
     if subject and revision and environment:
         found = chain.find_claim(project, claim_key(subject, revision.lower(), environment))
         if found:
-            _require_claimed(chain, project, found, (subject, revision.lower(), environment))
+            _require_claimed(chain, project, found, (subject, revision.lower(), environment), cache)
         match = (
             CandidateMatch(
                 candidate_id=found, subject=subject, revision=revision.lower(), environment=environment
@@ -221,17 +223,24 @@ def find_candidates(
     return CandidatePage(candidates=list(rows), next_cursor=next_cursor)
 
 
-def _require_claimed(chain: Chain, project: str, candidate_id: str, wanted: tuple[str, str, str]) -> None:
+def _require_claimed(
+    chain: Chain, project: str, candidate_id: str, wanted: tuple[str, str, str], cache: ChainCache | None
+) -> None:
     """A claim row is plain table data: the candidate it names must have been created for exactly this
     subject, revision and environment (its sealed `candidate.created` fact), or the lookup would hand one
-    environment's decision to another. A mismatch is tampering: refused, never answered."""
-    try:
-        _stream, state = chain.candidate(project, candidate_id)
-    except Refusal as refusal:
-        if refusal.code == "NOT_FOUND":
-            raise unavailable("a candidate claim names a candidate that does not exist") from refusal
-        raise
-    created = state.candidate
+    environment's decision to another. A mismatch is tampering: refused, never answered. Where the
+    process holds the candidate's verified chain for its unchanged HEAD (Lambda), one item is read."""
+    held = held_candidate_facts(chain, StreamRef(project, candidate_id), cache)
+    if held is not None:
+        created = next(f for f in held if f["type"] == "candidate.created")
+    else:
+        try:
+            _stream, state = chain.candidate(project, candidate_id)
+        except Refusal as refusal:
+            if refusal.code == "NOT_FOUND":
+                raise unavailable("a candidate claim names a candidate that does not exist") from refusal
+            raise
+        created = state.candidate
     if (created["subject"], str(created["revision"]).lower(), created["environment"]) != wanted:
         raise unavailable(
             "the claim for this subject, revision and environment names a candidate created for another: "

@@ -158,7 +158,7 @@ class Gate:
         cursor: str | None,
     ) -> CandidatePage:
         return candidates.find_candidates(
-            self.chain, project, actor, subject, revision, environment, limit, cursor
+            self.chain, project, actor, subject, revision, environment, limit, cursor, self.chain_cache
         )
 
     def get_candidate(self, project: str, candidate_id: str, actor: Actor) -> CandidateView:

@@ -23,10 +23,14 @@ from support.world import AUDITOR, BASE, PROJECT, REQUESTER, REV, World
 DECIDED = Flow.STEPS.index("decide") + 1
 
 
-def test_attack_a_redirected_claim_never_answers_another_candidates_ready(tmp_path: Path) -> None:
-    # Given a ready candidate for (payments, REV, staging)
+@pytest.mark.parametrize("hold_chains", [False, True], ids=["local", "lambda-held-chains"])
+def test_attack_a_redirected_claim_never_answers_another_candidates_ready(
+    tmp_path: Path, hold_chains: bool
+) -> None:
+    # Given a ready candidate for (payments, REV, staging) (on Lambda, its verified chain held by the
+    # container after a decision read, so the lookup checks the claim from what is held)
     store = SqliteStateStore(SqliteDatabase(tmp_path / "state.db"))
-    world = World(store=store)
+    world = World(store=store, hold_chains=hold_chains)
     flow = Flow()
     for step in Flow.STEPS[:DECIDED]:
         assert flow.run(world.gate, step).accepted, step
