@@ -94,6 +94,35 @@ class DerivationRule(Strict):
         return self
 
 
+GITHUB_REPOSITORY = r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$"
+GITHUB_LOGIN = r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$"
+
+
+class GitHubRepository(Strict):
+    """One repository the project's GitHub App watches: candidates for its pull requests and merge queue are
+    created for `subject` in each of `environments`, and `openapi` says where each document the derivation
+    rules name lives in the repository (read at both commits)."""
+
+    repository: Annotated[str, StringConstraints(pattern=GITHUB_REPOSITORY)]
+    subject: Name
+    environments: list[Ident] = Field(min_length=1, max_length=10)
+    openapi: dict[Name, Path] = Field(default_factory=dict, max_length=100)
+
+
+class GitHubForge(Strict):
+    """The project's GitHub App (its private key is a deployment secret, never configuration). The app acts
+    as `app_principal`, a `ci` principal listed in `change_context_publishers`; `logins` maps GitHub logins
+    to principals, so a pull request's author is the requester of record."""
+
+    app_id: int = Field(ge=1)
+    installation_id: int = Field(ge=1)
+    app_principal: Ident
+    repositories: list[GitHubRepository] = Field(min_length=1, max_length=20)
+    logins: dict[Annotated[str, StringConstraints(pattern=GITHUB_LOGIN)], Ident] = Field(
+        default_factory=dict, max_length=1000
+    )
+
+
 class ProjectConfig(Strict):
     environments: list[Ident] = Field(min_length=1, max_length=50)
     derivation_rules: list[DerivationRule] = Field(default_factory=list, max_length=500)
@@ -104,6 +133,30 @@ class ProjectConfig(Strict):
     approvals_required: int = Field(default=1, ge=1, le=10)
     approval_ttl_seconds: int = Field(default=86400, ge=60, le=30 * 86400)
     settlement_required: bool = False
+    github: GitHubForge | None = None
+
+    @model_validator(mode="after")
+    def _forge_names_what_the_project_has(self) -> "ProjectConfig":
+        if self.github is None:
+            return self
+        if self.github.app_principal not in self.change_context_publishers:
+            raise ValueError("github.app_principal must be one of change_context_publishers")
+        for repo in self.github.repositories:
+            unknown = sorted(set(repo.environments) - set(self.environments))
+            if unknown:
+                raise ValueError(f"github repository {repo.repository} names unknown environments {unknown}")
+        names = [r.repository.lower() for r in self.github.repositories]
+        if len(names) != len(set(names)):
+            raise ValueError("github.repositories lists a repository twice")
+        return self
+
+    def stored(self) -> dict[str, Any]:
+        """The configuration as a fact stores it: without `github` when it has none, so configurations
+        recorded before the forge existed replay to the same digests."""
+        body = self.model_dump(mode="json")
+        if body.get("github") is None:
+            body.pop("github", None)
+        return body
 
 
 class Policy(Strict):

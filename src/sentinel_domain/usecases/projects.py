@@ -78,7 +78,7 @@ def put_config(
         fact = {
             "type": "config.set",
             "version": version + 1,
-            "config": config.model_dump(mode="json"),
+            "config": config.stored(),
             "actor": actor.fact(),
             "recorded_at": chain.now(),
         }
