@@ -27,6 +27,7 @@ from sentinel_service.settings import Settings
 if TYPE_CHECKING:
     from sentinel_domain.integrity import ChainSeal
     from sentinel_domain.ports import Clock, Ids, Proposer, StateStore, StreamRef, Witness
+    from sentinel_domain.receipts import ReceiptSigner
     from sentinel_domain.usecases import Gate
     from sentinel_domain.usecases.project_reads import ChainCache
     from sentinel_service.adapters.principal_rules import PrincipalReader, PrincipalWriter
@@ -115,6 +116,8 @@ class Services:
         environ: Mapping[str, str] | None = None,
         timeouts: Mapping[str, Any] = API_TIMEOUTS,
         hold_chains: bool | None = None,
+        receipt_signer: ReceiptSigner | None = None,
+        kms: Any = None,
     ) -> None:
         self.settings = settings
         self._dynamodb = dynamodb
@@ -133,6 +136,8 @@ class Services:
         self._environ = environ
         self._timeouts = timeouts
         self._hold_chains = hold_chains
+        self._receipt_signer = receipt_signer
+        self._kms = kms
         self._key_lock = threading.Lock()
 
     # ---- adapters --------------------------------------------------------------------------------------
@@ -238,6 +243,32 @@ class Services:
         return witness
 
     @cached_property
+    def receipt_signer(self) -> ReceiptSigner | None:
+        """The key receipts are signed with: the one handed in; else the KMS key `receipt_key_id` names (in
+        AWS), else the key file `receipt_key_file` names (locally); else none, and no `ready` decision is
+        recorded (never a default key). Nothing is read or built until a receipt is signed."""
+        if self._receipt_signer is not None:
+            return self._receipt_signer
+        if self.settings.receipt_key_id:
+            from sentinel_service.adapters.receipt_signer import KmsReceiptSigner
+
+            return KmsReceiptSigner(lambda: self.kms, self.settings.receipt_key_id)
+        if self.settings.receipt_key_file:
+            from sentinel_service.adapters.receipt_signer import FileReceiptSigner
+
+            return FileReceiptSigner(self.settings.receipt_key_file)
+        return None
+
+    @cached_property
+    def kms(self) -> Any:
+        if self._kms is not None:
+            return self._kms
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client("kms", region_name=self.settings.region, config=Config(**self._timeouts))
+
+    @cached_property
     def s3(self) -> Any:
         if self._s3 is not None:
             return self._s3
@@ -284,6 +315,8 @@ class Services:
             seal=self.chain_seal,
             reads_witness=self.local_witness,
             appends_witness=self.local_witness,
+            receipt_signer=self.receipt_signer,
+            receipt_max_seconds=self.settings.receipt_max_seconds,
         )
 
     @cached_property

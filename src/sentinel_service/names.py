@@ -34,6 +34,7 @@ OUTPUT_DASHBOARD = "DashboardName"
 OUTPUT_WITNESS_BUCKET = "WitnessBucketName"
 OUTPUT_WITNESS_SIGNING_KEY_ID = "WitnessSigningKeyId"
 OUTPUT_CHAIN_KEY_SECRET_ARN = "ChainKeySecretArn"
+OUTPUT_RECEIPT_KEY_ID = "ReceiptSigningKeyId"  # the KMS key that signs decision receipts (its ARN)
 OUTPUT_PACKAGE_DIGEST = "PackageDigest"  # what /v1/health reports as package_digest
 # `make deploy` writes the outputs here ({stack name: {output key: value}}), relative to the repository.
 STACK_OUTPUTS_FILE = "build/stack-outputs.json"
@@ -76,6 +77,11 @@ ENV_RUNTIME = "SENTINEL_RUNTIME"
 ENV_CHAIN_KEY_SECRET_ARN = "SENTINEL_CHAIN_KEY_SECRET_ARN"
 ENV_WITNESS_BUCKET = "SENTINEL_WITNESS_BUCKET"
 ENV_WITNESS_SIGNING_KEY_ID = "SENTINEL_WITNESS_SIGNING_KEY_ID"
+# Signed decision receipts (docs/receipts.md): the KMS key in AWS, a key file locally, and their maximum
+# lifetime in seconds.
+ENV_RECEIPT_KEY_ID = "SENTINEL_RECEIPT_KEY_ID"
+ENV_RECEIPT_KEY_FILE = "SENTINEL_RECEIPT_KEY_FILE"
+ENV_RECEIPT_MAX_SECONDS = "SENTINEL_RECEIPT_MAX_SECONDS"
 RUNTIME_AWS_LAMBDA = "aws_lambda"
 
 # ---- tables ------------------------------------------------------------------------------------------------

@@ -74,33 +74,49 @@ def read_key_file(path: str, create: bool = False) -> bytes:
     """The key in `path`, after checking that only its owner (this user) can read or replace it."""
     if create:
         create_key_file(path)
+    return _decode(read_private_file(path, "chain key", ChainKeyUnavailable), path)
+
+
+def read_private_file(path: str, what: str, refuse: type[Exception]) -> bytes:
+    """The bytes of `path`, a regular file (never through a symlink) that belongs to this user and that
+    neither group nor others may read or write; `refuse(message)` is raised otherwise. The key files of the
+    data directory (the chain key, the receipt signing key) are read through this one check."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as error:
-        raise ChainKeyUnavailable(f"cannot read the chain key file {path}: {error.strerror}") from None
+        raise refuse(f"cannot read the {what} file {path}: {error.strerror}") from None
     with os.fdopen(descriptor, "rb") as handle:
         status = os.fstat(handle.fileno())
         if not stat.S_ISREG(status.st_mode):
-            raise ChainKeyUnavailable(f"the chain key file {path} is not a regular file")
+            raise refuse(f"the {what} file {path} is not a regular file")
         if status.st_uid != os.geteuid():
-            raise ChainKeyUnavailable(
-                f"the chain key file {path} belongs to another user: whoever owns it could forge chains"
+            raise refuse(
+                f"the {what} file {path} belongs to another user: whoever owns it could forge with it"
             )
         if status.st_mode & 0o077:
-            raise ChainKeyUnavailable(
-                f"the chain key file {path} is open to group or others (mode "
+            raise refuse(
+                f"the {what} file {path} is open to group or others (mode "
                 f"{stat.S_IMODE(status.st_mode):04o}): make it 0600 (chmod 600) after checking nobody else "
                 "read it"
             )
-        material = handle.read()
-    return _decode(material, path)
+        return handle.read()
 
 
 def create_key_file(path: str) -> bool:
-    """A fresh random key at `path`, unless a file is there already (False). Atomic: the key is written and
-    fsynced in a temporary file of the same directory, mode 0600 from its creation, then linked into place
-    (link never replaces an existing file), so a reader never sees a half-written key and two processes
-    racing to create it end up with one key."""
+    """A fresh random chain key at `path`, unless a file is there already (False)."""
+    return create_private_file(
+        path,
+        (secrets.token_hex(MIN_CHAIN_KEY_BYTES) + "\n").encode("ascii"),
+        "chain key",
+        ChainKeyUnavailable,
+    )
+
+
+def create_private_file(path: str, content: bytes, what: str, refuse: type[Exception]) -> bool:
+    """`content` at `path`, unless a file is there already (False). Atomic: written and fsynced in a
+    temporary file of the same directory, mode 0600 from its creation, then linked into place (link never
+    replaces an existing file), so a reader never sees a half-written key and two processes racing to create
+    it end up with one key."""
     if os.path.lexists(path):
         return False
     parent = os.path.dirname(path) or "."
@@ -109,10 +125,10 @@ def create_key_file(path: str) -> bool:
         temporary = os.path.join(parent, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except OSError as error:
-        raise ChainKeyUnavailable(f"cannot create the chain key file {path}: {error.strerror}") from None
+        raise refuse(f"cannot create the {what} file {path}: {error.strerror}") from None
     try:
-        with os.fdopen(descriptor, "w", encoding="ascii") as handle:
-            handle.write(secrets.token_hex(MIN_CHAIN_KEY_BYTES) + "\n")
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(content)
             handle.flush()
             os.fsync(handle.fileno())
         try:
@@ -120,7 +136,7 @@ def create_key_file(path: str) -> bool:
         except FileExistsError:
             return False
         except OSError as error:
-            raise ChainKeyUnavailable(f"cannot create the chain key file {path}: {error.strerror}") from None
+            raise refuse(f"cannot create the {what} file {path}: {error.strerror}") from None
         _fsync_directory(parent)
         return True
     finally:
