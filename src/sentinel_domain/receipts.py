@@ -22,7 +22,7 @@ import base64
 import binascii
 import json
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from .canonical import canonical_bytes, digest
 from .decision import Decision, Judge
@@ -32,7 +32,7 @@ from .times import format_time, parse_time, plus_seconds
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://sentinel-readiness.dev/receipt/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
-SIGNING_ALGORITHM = "ECDSA_P256_SHA256"  # DSSE's ECDSA over SHA-256 on NIST P-256; signatures are DER
+SIGNING_ALGORITHM: Final = "ECDSA_P256_SHA256"  # DSSE's ECDSA over SHA-256 on NIST P-256; signatures are DER
 DEFAULT_MAX_SECONDS = 86400
 MAX_RECEIPT_BYTES = 64 * 1024  # a receipt is a few KiB; anything far larger is not one of ours
 

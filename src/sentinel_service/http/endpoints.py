@@ -18,7 +18,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.request import Request
 from pydantic import BaseModel, ConfigDict
 
-from sentinel_domain.errors import StoreUnavailable
+from sentinel_domain.errors import Refusal, StoreUnavailable
 from sentinel_domain.models import (
     CandidateRequest,
     ChangeContextRequest,
@@ -54,6 +54,7 @@ from sentinel_domain.outcomes import (
     TaskSettled,
 )
 from sentinel_domain.ports import StreamRef
+from sentinel_domain.receipts import SIGNING_ALGORITHM, ReceiptSignerUnavailable
 from sentinel_service.adapters import decision_metrics
 from sentinel_service.compose import Services
 from sentinel_service.http.request import Call
@@ -125,6 +126,20 @@ class Health(Edge):
     package_digest: str
 
 
+class PublicKey(Edge):
+    """A key decision receipts are signed with: a receipt's signature names it by `key_id`."""
+
+    key_id: str
+    algorithm: Literal["ECDSA_P256_SHA256"]
+    public_key: str  # SubjectPublicKeyInfo, PEM
+
+
+class Keys(Edge):
+    """The receipt signing keys (none when the gate has no key: it then records no `ready` decision)."""
+
+    keys: list[PublicKey]
+
+
 class Identity(Edge):
     principal_id: str
     kind: str
@@ -156,6 +171,19 @@ def health(svc: Svc) -> Response[Health]:
             headers={"Retry-After": DEGRADED_RETRY_AFTER},
         )
     return respond("health", answer)
+
+
+def keys(svc: Svc) -> Response[Keys]:
+    signer = svc.receipt_signer
+    if signer is None:
+        return respond("keys", Keys(keys=[]))
+    try:
+        entry = PublicKey(
+            key_id=signer.key_id, algorithm=SIGNING_ALGORITHM, public_key=signer.public_key_pem()
+        )
+    except ReceiptSignerUnavailable as error:
+        raise Refusal("STATE_UNAVAILABLE", f"the receipt key cannot be read: {error}") from None
+    return respond("keys", Keys(keys=[entry]))
 
 
 def whoami(call: Caller) -> Response[Identity]:
@@ -361,6 +389,7 @@ ENDPOINTS: dict[str, Callable[..., Response[Any]]] = {
     f.__name__: f
     for f in (
         health,
+        keys,
         whoami,
         put_config,
         get_config,

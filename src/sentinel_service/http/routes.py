@@ -39,6 +39,8 @@ class Route:
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/health", "health", "health", "anonymous", "Service health", public=True),
     Route("GET", "/v1/openapi.json", "openapi", "health", "anonymous", "This OpenAPI document", public=True),
+    Route("GET", "/v1/keys", "keys", "health", "anonymous",
+          "The public keys decision receipts are signed with", public=True),
     Route("GET", "/v1/whoami", "whoami", "gating", "any", "The caller's identity and roles"),
     Route("PUT", P + "/config", "put_config", "gating", "admin",
           "Set the project configuration (a new version)", 201),
