@@ -51,6 +51,13 @@ def fingerprint(public_key_pem: str) -> str:
     return "sha256:" + hashlib.sha256(der_of_pem(public_key_pem)).hexdigest()
 
 
+def _why(error: Exception) -> str:
+    """An AWS error's code (ThrottlingException, AccessDeniedException...), never its message."""
+    response = getattr(error, "response", None)
+    code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+    return str(code) if code else type(error).__name__
+
+
 class KmsReceiptSigner:
     """Signs with an asymmetric KMS key the caller may use but never read. `kms` is a client, or a callable
     that builds one on first use (never at import time)."""
@@ -89,9 +96,7 @@ class KmsReceiptSigner:
                 SigningAlgorithm=KMS_SIGNING_ALGORITHM,
             )
         except (BotoCoreError, ClientError) as error:
-            raise ReceiptSignerUnavailable(
-                f"the receipt key could not sign: {type(error).__name__}"
-            ) from None
+            raise ReceiptSignerUnavailable(f"the receipt key could not sign: {_why(error)}") from None
         signature = answer.get("Signature")
         if not isinstance(signature, bytes | bytearray) or not signature:
             raise ReceiptSignerUnavailable("the receipt key answered no signature")
@@ -108,7 +113,7 @@ class KmsReceiptSigner:
             answer = self._client().get_public_key(KeyId=self._key_id)
         except (BotoCoreError, ClientError) as error:
             raise ReceiptSignerUnavailable(
-                f"the receipt key's public half cannot be read: {type(error).__name__}"
+                f"the receipt key's public half cannot be read: {_why(error)}"
             ) from None
         if answer.get("KeySpec") not in (None, "ECC_NIST_P256"):
             raise ReceiptSignerUnavailable(f"the receipt key is {answer.get('KeySpec')}, not ECC_NIST_P256")
