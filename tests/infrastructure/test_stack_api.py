@@ -1,5 +1,5 @@
-"""The HTTP API: routes from the one route table, the token authorizer on every route but the two public
-ones, throttles on the stage and each route, JSON access logs without the Authorization header, and nothing
+"""The HTTP API: routes from the one route table, the token authorizer on every route but the three public
+ones (health, the OpenAPI document and the receipt keys), throttles on the stage and each route, JSON access logs without the Authorization header, and nothing
 else reachable from outside."""
 
 import json
@@ -11,7 +11,7 @@ from sentinel_service import names
 from sentinel_service.http.routes import ROUTES
 from support.infra import Synthesized, as_list, functions_by_name, ref_name
 
-PUBLIC = {"GET /v1/health", "GET /v1/openapi.json"}
+PUBLIC = {"GET /v1/health", "GET /v1/openapi.json", "GET /v1/keys"}
 
 
 def api_ids(synth: Synthesized) -> dict[str, str]:
@@ -79,14 +79,14 @@ def test_each_route_reaches_its_own_function_production_on_live_and_acceptance_o
             assert integrations[ref_name(target)] == (route.function, alias)
 
 
-def test_the_authorizer_guards_every_route_but_health_and_the_openapi_document(
+def test_the_authorizer_guards_every_route_but_health_the_openapi_document_and_the_keys(
     synthesized: Synthesized,
 ) -> None:
     # Given the production API's one authorizer and every route
     (authorizer_id,) = of_api(synthesized, "AWS::ApiGatewayV2::Authorizer", names.LIVE_ALIAS)
     for key, route in routes(synthesized).items():
         if key in PUBLIC:
-            # Then the two public routes take no token
+            # Then the three public routes take no token
             assert route["AuthorizationType"] == "NONE" and "AuthorizerId" not in route, key
         else:
             # And every other route needs the token authorizer
@@ -160,7 +160,7 @@ def test_access_logs_are_json_and_never_carry_the_authorization_header(synthesiz
     assert any(group in destination for group in synthesized.of_type("AWS::Logs::LogGroup"))
 
 
-def test_nothing_is_public_but_the_health_and_openapi_routes(synthesized: Synthesized) -> None:
+def test_nothing_is_public_but_the_health_openapi_and_keys_routes(synthesized: Synthesized) -> None:
     # Given every resource of the stack
     kinds = {r["Type"] for r in synthesized.resources.values()}
     # Then nothing is reachable from outside except through the API: no function URL, domain or second API,
@@ -205,5 +205,6 @@ def test_nothing_is_public_but_the_health_and_openapi_routes(synthesized: Synthe
                         else [statement["Principal"]]
                     )
                     assert "*" not in principals, (kind, statement)
-    # And the only routes without the authorizer are the two public ones
+    # And the only routes without the authorizer are the three public ones (GET /v1/keys answers public keys
+    # only: what a deploy step needs to check a receipt offline)
     assert {k for k, r in routes(synthesized).items() if r["AuthorizationType"] == "NONE"} == PUBLIC
