@@ -1,6 +1,6 @@
 """The HTTP API: routes from the one route table, the token authorizer on every route but the three public
-ones (health, the OpenAPI document and the receipt keys), throttles on the stage and each route, JSON access logs without the Authorization header, and nothing
-else reachable from outside."""
+ones (health, the OpenAPI document and the receipt keys), throttles on the stage and each route, JSON access
+logs without the Authorization header, and nothing else reachable from outside."""
 
 import json
 from typing import Any

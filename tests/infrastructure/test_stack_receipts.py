@@ -11,7 +11,8 @@ from support.infra import ALL_FUNCTIONS, Synthesized, as_list, functions_by_name
 
 
 def receipt_key(synth: Synthesized) -> tuple[str, dict[str, Any]]:
-    ((key_id, key),) = [(k, r) for k, r in synth.of_type("AWS::KMS::Key").items() if k.startswith("ReceiptKey")]
+    keys = synth.of_type("AWS::KMS::Key").items()
+    ((key_id, key),) = [(k, r) for k, r in keys if k.startswith("ReceiptKey")]
     return key_id, key
 
 
@@ -31,7 +32,9 @@ def test_the_receipt_key_is_an_ecc_p256_signing_key_kept_on_deletion(synthesized
     assert not props.get("EnableKeyRotation")
 
 
-def test_only_the_gating_function_signs_and_only_health_reads_the_public_key(synthesized: Synthesized) -> None:
+def test_only_the_gating_function_signs_and_only_health_reads_the_public_key(
+    synthesized: Synthesized,
+) -> None:
     key_id, _ = receipt_key(synthesized)
     # By IAM: of every function, exactly these two may use the key, each for one action
     users = {f: grants(synthesized, f).get(key_id, set()) for f in ALL_FUNCTIONS}
