@@ -89,7 +89,9 @@ def connect(
         witness_file = data.path / f"witness-{settings.state_table}.jsonl"
         create_witness_file(witness_file)
         seal, witness = local_integrity(key_file, witness_file, new=not key_file.exists())
-        integrity.update(seal=seal, witness=witness, receipt_signer=local_receipt_signer(data, env))
+        integrity.update(seal=seal, witness=witness)
+        if not settings.receipt_key_id:  # a KMS key named explicitly is used as in AWS
+            integrity.update(receipt_signer=local_receipt_signer(data, env))
     return compose(
         settings,
         dynamodb=client,

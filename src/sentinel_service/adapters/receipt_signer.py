@@ -64,7 +64,10 @@ class KmsReceiptSigner:
 
     def __init__(self, kms: Any, key_id: str) -> None:
         self._kms = kms
-        self._key_id = key_id
+        self._key_ref = key_id  # what KMS is asked with: the key's id or ARN, as configured
+        # What receipts and GET /v1/keys name it by: the key's own id, never its ARN (an anonymous route must
+        # not show the account id).
+        self._key_id = key_id.rsplit("/", 1)[-1] if key_id.startswith("arn:") else key_id
         self._lock = threading.Lock()
         self._pem: str | None = None
 
@@ -90,7 +93,7 @@ class KmsReceiptSigner:
             payload, kind = hashlib.sha256(message).digest(), "DIGEST"
         try:
             answer = self._client().sign(
-                KeyId=self._key_id,
+                KeyId=self._key_ref,
                 Message=payload,
                 MessageType=kind,
                 SigningAlgorithm=KMS_SIGNING_ALGORITHM,
@@ -110,7 +113,7 @@ class KmsReceiptSigner:
         if cached is not None:
             return cached
         try:
-            answer = self._client().get_public_key(KeyId=self._key_id)
+            answer = self._client().get_public_key(KeyId=self._key_ref)
         except (BotoCoreError, ClientError) as error:
             raise ReceiptSignerUnavailable(
                 f"the receipt key's public half cannot be read: {_why(error)}"
