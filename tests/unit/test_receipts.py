@@ -225,3 +225,21 @@ def test_every_code_is_stable_and_known() -> None:
     with pytest.raises(ValueError):
         ReceiptRefused("RECEIPT_SOMETHING_ELSE", "x")
     assert len(set(RECEIPT_CODES)) == len(RECEIPT_CODES) == 9
+
+
+def test_the_statement_names_the_github_repository_the_subject_maps_to() -> None:
+    # Given a project whose GitHub App maps the candidate's subject and environment to one repository
+    from support.world import CONFIG
+
+    github = {
+        "app_id": 1,
+        "installation_id": 2,
+        "app_principal": "ci-bot",
+        "repositories": [{"repository": "acme/payments", "subject": "payments", "environments": ["staging"]}],
+    }
+    world = World(config=dict(CONFIG, github=github))
+    # When a ready decision is recorded
+    statement = payload_of(ready_decision(world)["receipt"])
+    # Then the repository is named, as the commit subject's name too
+    assert statement["predicate"]["repository"] == "acme/payments"
+    assert statement["subject"][0] == {"name": "acme/payments", "digest": {"gitCommit": REV}}
