@@ -120,3 +120,17 @@ def test_the_tests_receipt_key_is_the_one_published(api) -> None:
             }
         ]
     }
+
+
+def test_a_signer_that_recovers_serves_the_retry_of_the_same_key(api) -> None:
+    # Given a ready candidate whose signer fails once, asked with an idempotency key
+    handle = ready(api)
+    api.world.gate.receipt_signer = FailingSigner()
+    status, _h, body = api.call("POST", f"{handle.path}/decisions", headers={"Idempotency-Key": "k-1"})
+    assert status == 200 and body["recorded"] is False
+    # When the signer works again and the client retries with the same key
+    api.world.gate.receipt_signer = RECEIPT_SIGNER
+    status, headers, body = api.call("POST", f"{handle.path}/decisions", headers={"Idempotency-Key": "k-1"})
+    # Then the retry is a first write (nothing was kept from the failed attempt), ready with its receipt
+    assert status == 201 and "idempotent-replay" not in headers
+    assert body["decision"] == "ready" and body["receipt"]["signatures"][0]["keyid"] == RECEIPT_SIGNER.key_id
