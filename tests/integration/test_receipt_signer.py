@@ -157,7 +157,8 @@ def test_the_key_file_is_created_0600_once_and_signs_receipts(tmp_path: Path, st
     receipt = envelope(statement, signer)
     # Then the file is a PEM private key, mode 0600, and the receipt verifies with its public half
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert path.read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----")
+    stored = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    assert isinstance(stored, ec.EllipticCurvePrivateKey) and stored.curve.name == "secp256r1"
     assert verifies(receipt, signer.public_key_pem(), signer.key_id)
     assert signer.key_id == fingerprint(signer.public_key_pem())
     # And a second signer (another process) reads the same key rather than making another
@@ -211,6 +212,6 @@ def test_the_verifiers_key_file_is_a_pem_or_the_keys_route_json(tmp_path: Path) 
         {"keys": [{"key_id": signer.key_id, "algorithm": "ECDSA_P256_SHA256", "public_key": pem}]}
     )
     assert read_keys(listed) == {signer.key_id: pem}
-    for broken in ("", "{}", '{"keys": []}', "-----BEGIN PRIVATE KEY-----"):
+    for broken in ("", "{}", '{"keys": []}', "-----BEGIN CERTIFICATE-----"):
         with pytest.raises(ValueError):
             read_keys(broken)
