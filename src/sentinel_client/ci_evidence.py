@@ -211,6 +211,9 @@ def evidence(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> t
         code = error.code
         detail = getattr(error, "detail", None) or getattr(error, "message", str(error))
         return GATE_ERROR, "", f"ERROR  nothing published: {code}\n  {_one_line(detail)}\n"
+    except OSError as error:  # a report or artifact that matched but cannot be read
+        detail = f"cannot read {error.filename}: {error.strerror or error}"
+        return GATE_ERROR, "", f"ERROR  nothing published: UNREADABLE\n  {_one_line(detail)}\n"
     lines = _posted(stored, check, target, source)
     for task_id, checks in complete:
         shown = "; ".join(f"{check_id}: {state}" for check_id, state in checks)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sentinel_client.ci_evidence import Refused, _files, artifacts, ci_source, junit_report
+from sentinel_client.ci_evidence import Refused, _files, artifacts, ci_source, evidence, junit_report
 from sentinel_client.ci_gate import _keep_receipt, save_receipt
 from sentinel_client.ci_wait import (
     FIRST_INTERVAL_SECONDS,
@@ -186,3 +186,22 @@ def test_a_ready_decision_without_a_receipt_or_with_a_malformed_one_is_an_error(
     # A hold needs no receipt and writes nothing
     assert _keep_receipt(Verdict("t", "hold", "cand_1"), path).state == "hold"
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_report_that_cannot_be_read_publishes_nothing(tmp_path: Path, monkeypatch) -> None:
+    # Given a report the glob matches but the process cannot read (root reads any file, so the read fails
+    # here by hand), and no user settings file
+    monkeypatch.setenv("HOME", str(tmp_path))
+    report = tmp_path / "unit.xml"
+    report.write_text("<testsuite/>")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(
+        Path,
+        "read_bytes",
+        lambda self: (_ for _ in ()).throw(PermissionError(13, "Permission denied", str(self))),
+    )
+    code, out, err = evidence(
+        ["--revision", "a" * 40, "--policy", "p", "--scope", "s", "--junit", "*.xml"], {}
+    )
+    assert (code, out) == (2, "")
+    assert err == "ERROR  nothing published: UNREADABLE\n  cannot read unit.xml: Permission denied\n"
