@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from sentinel_client.flow import junit_report
 from sentinel_runner.demo import LocalGate
 from support.hook_harness import clean_env, hook_command, json_answer, run_hook, stand_in_server
+from support.paths import REPO
 
 SHA = "e" * 40
 GITHUB = {
@@ -471,3 +473,72 @@ def test_the_ready_flow_with_the_publisher_and_a_waiting_gate_against_serve(tmp_
         assert "hold: TASK_NOT_REPORTED" in err and "stopped waiting: ready" in err
         recorded = requester.get_candidate("demo", cid).body["last_decision"]
         assert recorded["decision"] == "ready"
+
+
+# ---- the action's own script ---------------------------------------------------------------------------
+
+
+def action_step(number: int) -> dict[str, Any]:
+    """The action's `number`-th run step: its script and the names of its `env:` (all set, maybe empty,
+    when GitHub runs it)."""
+    steps = yaml.safe_load((REPO / ".github/actions/sentinel/action.yml").read_text())["runs"]["steps"]
+    return [s for s in steps if "run" in s][number]
+
+
+def test_the_actions_evidence_step_sends_every_glob_as_one_report_and_leaves_no_token(home: Path) -> None:
+    # Given the action's run step, with the client where its install step puts it, and two JUnit reports
+    runner_temp = home / "runner-temp"
+    (runner_temp / "sentinel-client" / "bin").mkdir(parents=True)
+    hook = (
+        Path(hook_command()[2])
+        if len(hook_command()) > 2 and hook_command()[2].endswith("sentinel-hook")
+        else None
+    )
+    if hook is None:
+        pytest.skip("the sentinel-hook console script is not installed in this environment")
+    (runner_temp / "sentinel-client" / "bin" / "sentinel-hook").symlink_to(hook)
+    (home / "reports").mkdir()
+    (home / "reports" / "a.xml").write_text(junit_report("a", 1))
+    (home / "reports" / "b-1.xml").write_text(junit_report("b", 2))
+    posted: list[dict[str, Any]] = []
+    tokens: list[str] = []
+
+    def answer(request):
+        tokens.append(request.headers.get("Authorization", ""))
+        return publisher_service(CANDIDATE, posted, STORED)(request)
+
+    token = "snt_" + "B" * 49
+    with stand_in_server(answer) as url:
+        step = action_step(1)
+        env = {
+            **dict.fromkeys(step["env"], ""),
+            "PATH": os.environ["PATH"],
+            "HOME": str(home),
+            "RUNNER_TEMP": str(runner_temp),
+            "SENTINEL_MODE": "evidence",
+            "SENTINEL_URL": url,
+            "SENTINEL_PROJECT": "demo",
+            "SENTINEL_SUBJECT": "payments",
+            "SENTINEL_ENVIRONMENT": "staging",
+            "SENTINEL_TOKEN_VALUE": token,
+            "SENTINEL_REVISION": SHA,
+            "SENTINEL_POLICY": "unit-tests",
+            "SENTINEL_SCOPE": "payments-api",
+            "SENTINEL_JUNIT": "reports/a.xml\nreports/b-*.xml",
+            **GITHUB,
+        }
+        # When the step runs as the runner runs it
+        ran = subprocess.run(
+            ["bash", "-e", "-c", step["run"]],
+            env=env,
+            cwd=home,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    # Then both files went as one report, with the token from its file, and the token file is gone
+    assert ran.returncode == 0, ran.stderr + ran.stdout
+    [body] = posted
+    assert body["junit_xml"].count("<testcase") == 3 and body["check_id"] == "C1"
+    assert set(tokens) == {f"Bearer {token}"}
+    assert list(runner_temp.iterdir()) == [runner_temp / "sentinel-client"]
