@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -122,6 +123,27 @@ def ci_source(environ: Mapping[str, str], source_url: str | None = None) -> dict
     return source
 
 
+def ci_revision(environ: Mapping[str, str]) -> str:
+    """The commit the CI run tested, when `--revision` is not given: on GitHub Actions the pull request's
+    head for pull request events (GITHUB_SHA is then a merge commit GitHub made, which no candidate is
+    for), else GITHUB_SHA (the merge queue's commit for merge_group, the pushed one for push); on GitLab CI,
+    CI_COMMIT_SHA."""
+    if environ.get("GITHUB_ACTIONS") == "true":
+        if environ.get("GITHUB_EVENT_NAME", "").startswith("pull_request"):
+            try:
+                with open(environ.get("GITHUB_EVENT_PATH", ""), "rb") as handle:
+                    head = json.load(handle)["pull_request"]["head"]["sha"]
+            except (OSError, ValueError, KeyError, TypeError):
+                raise Refused(
+                    "INVALID_REVISION", "cannot read the pull request's head commit from GITHUB_EVENT_PATH"
+                ) from None
+            return str(head)
+        return environ.get("GITHUB_SHA", "")
+    if environ.get("GITLAB_CI") == "true":
+        return environ.get("CI_COMMIT_SHA", "")
+    raise Refused("INVALID_REVISION", "--revision is needed outside GitHub Actions and GitLab CI")
+
+
 def _parse(argv: Sequence[str]) -> Any:
     parser = _Parser(
         prog="sentinel-hook evidence",
@@ -130,7 +152,10 @@ def _parse(argv: Sequence[str]) -> Any:
         "stored (help and unknown options included). Never reports tasks. See docs/ci.md.",
         allow_abbrev=False,
     )
-    parser.add_argument("--revision", required=True, help="the full commit id the run tested")
+    parser.add_argument(
+        "--revision",
+        help="the full commit id the run tested (default: from the CI's variables, see docs/ci.md)",
+    )
     parser.add_argument("--policy", required=True, help="the project's policy id the run satisfies")
     parser.add_argument("--scope", required=True, help="the scope the run covered, e.g. payments-api")
     given = parser.add_mutually_exclusive_group(required=True)
@@ -171,8 +196,8 @@ def _posted(body: dict[str, Any], check: PlanCheck, target: str, source: dict[st
 def evidence(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> tuple[int, str, str]:
     args = _parse(argv)
     environ = os.environ if environ is None else environ
-    revision = args.revision.lower()
     try:
+        revision = (args.revision or ci_revision(environ)).lower()
         if not FULL_COMMIT.fullmatch(revision):
             raise Refused("INVALID_REVISION", "--revision must be a full commit id (40 or 64 hex digits)")
         settings = _settings()

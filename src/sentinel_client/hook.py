@@ -36,7 +36,7 @@ USAGE = """usage: sentinel-hook [--settings FILE]
                                      1 hold, 2 error (help and unknown options included). See docs/hook.md.
                                      --wait DURATION polls until ready, a hold only a person can resolve,
                                      or the deadline; --receipt FILE saves the ready decision's receipt.
-       sentinel-hook evidence --revision SHA --policy P --scope S (--junit GLOB... |
+       sentinel-hook evidence [--revision SHA] --policy P --scope S (--junit GLOB... |
                               --exit-code N [--artifact GLOB...]) [--source-url URL] [--check ID]
                                      publish a CI run as evidence for the plan's matching check: exit 0
                                      stored, 1 stored but not counting, 2 nothing stored. See docs/ci.md."""

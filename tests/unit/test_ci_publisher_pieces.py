@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from sentinel_client.ci_evidence import Refused, _files, artifacts, ci_source, evidence, junit_report
+from sentinel_client.ci_evidence import (
+    Refused,
+    _files,
+    artifacts,
+    ci_revision,
+    ci_source,
+    evidence,
+    junit_report,
+)
 from sentinel_client.ci_gate import _keep_receipt, save_receipt
 from sentinel_client.ci_wait import (
     FIRST_INTERVAL_SECONDS,
@@ -205,3 +213,21 @@ def test_a_report_that_cannot_be_read_publishes_nothing(tmp_path: Path, monkeypa
     )
     assert (code, out) == (2, "")
     assert err == "ERROR  nothing published: UNREADABLE\n  cannot read unit.xml: Permission denied\n"
+
+
+def test_the_revision_comes_from_the_ci_the_pull_requests_head_not_githubs_merge_commit(
+    tmp_path: Path,
+) -> None:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"head": {"sha": "b" * 40}}}))
+    github = {"GITHUB_ACTIONS": "true", "GITHUB_SHA": "c" * 40, "GITHUB_EVENT_PATH": str(event)}
+    assert ci_revision(github | {"GITHUB_EVENT_NAME": "pull_request"}) == "b" * 40
+    assert ci_revision(github | {"GITHUB_EVENT_NAME": "merge_group"}) == "c" * 40
+    assert ci_revision({"GITLAB_CI": "true", "CI_COMMIT_SHA": "d" * 40}) == "d" * 40
+    with pytest.raises(Refused):
+        ci_revision(
+            github | {"GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(tmp_path / "none")}
+        )
+    with pytest.raises(Refused) as elsewhere:
+        ci_revision({})
+    assert elsewhere.value.detail == "--revision is needed outside GitHub Actions and GitLab CI"
