@@ -1,4 +1,7 @@
-"""`sentinel-hook gate`: the hook's decision for CI, run as a required check on the protected branch."""
+"""`sentinel-hook gate`: the hook's decision for CI, run as a required check on the protected branch.
+
+`--wait DURATION` reads the decision until it is worth recording (ci_wait); `--receipt FILE` keeps the
+signed receipt a recorded `ready` carries, and without one a `ready` is not a pass (docs/ci.md)."""
 
 from __future__ import annotations
 
