@@ -171,6 +171,20 @@ def test_a_document_is_read_at_each_commit_and_a_missing_one_is_none(
     assert all(f"ref={c}" in t for c, t in zip((base, head, base), asked(github, "/contents/"), strict=True))
 
 
+def test_a_404_at_a_commit_github_does_not_know_is_refused_not_taken_for_a_missing_file(
+    github: FakeGitHub, forge: GitHubApp
+) -> None:
+    # Given a commit id the repository does not have, and a repository outside the installation
+    github.commit(REPO, {"a.txt": "a"})
+    github.install(INSTALLATION + 1, "other/repo")
+    elsewhere = github.commit("other/repo", {"a.txt": "a"})
+    # Then neither 404 passes for "the file is absent"
+    with pytest.raises(ForgeRefused, match="404"):
+        forge.read_file(REPO, "e" * 40, "a.txt")
+    with pytest.raises(ForgeRefused, match="404"):
+        forge.read_file("other/repo", elsewhere, "a.txt")
+
+
 def test_a_file_over_one_megabyte_comes_from_the_blob_and_a_larger_one_is_refused(
     github: FakeGitHub, clock: Clock
 ) -> None:
@@ -403,3 +417,27 @@ def test_the_compose_root_builds_one_adapter_per_installation_without_reading_a_
     # And the key is read only when a token is needed: its absence is then ForgeUnavailable, never a guess
     with pytest.raises(ForgeUnavailable, match="GitHub App private key"):
         first.credentials.jwt()
+
+
+def test_in_aws_the_key_comes_from_secrets_manager_and_drives_the_adapter(
+    github: FakeGitHub, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the app's key in a Secrets Manager secret (moto) and settings naming it
+    import boto3
+    from moto import mock_aws
+
+    from sentinel_service.adapters.github_auth import key_source
+    from sentinel_service.settings import Settings
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    with mock_aws():
+        arn = boto3.client("secretsmanager", region_name="eu-west-1").create_secret(
+            Name="sentinel/github-app-key", SecretString=github.private_key_pem.decode()
+        )["ARN"]
+        settings = Settings.from_env({"SENTINEL_GITHUB_APP_KEY_SECRET_ARN": arn, "AWS_REGION": "eu-west-1"})
+        forge = GitHubApp.build(github.url, github.app_id, INSTALLATION, key_source(settings), clock)
+        head = github.commit(REPO, {"a.txt": "a"})
+        # Then the adapter mints its token with that key and is answered
+        assert forge.read_file(REPO, head, "a.txt").text == "a"
+    assert github.tokens_minted == 1

@@ -8,7 +8,8 @@ What it asks GitHub, and why (docs/github.md has the app's permissions):
   100,000 entries or 7 MB) makes the answer `complete=False`. Never a guess. A rename or copy owes both its
   paths. Like compare (three dots), the tree diff starts from the merge base, so both answer one question.
 - the pull request's files (`pulls/{n}/files`, at most 3,000) are offered too, under the same rule.
-- documents: the contents API at `ref=<commit>`; 404 is "no such file at that commit"; a file over 1 MB
+- documents: the contents API at `ref=<commit>`; 404 is "no such file at that commit" once GitHub has
+  confirmed it knows the commit (else the 404 is refused, never taken for absence); a file over 1 MB
   comes from the blobs API; anything larger than `max_document_bytes`, a directory, a symlink or a
   submodule is refused rather than read in part.
 - check runs: created completed with their conclusion, or updated when the run's id is known.
@@ -226,9 +227,12 @@ class GitHubApp:
         try:
             answer = self._json_object("GET", f"{repo}/contents/{_file_path(path)}", query={"ref": revision})
         except GitHubRefused as refused:
-            if refused.status == 404:
-                return ForgeDocument(path, revision, None)
-            raise
+            if refused.status != 404:
+                raise
+            # "Not found" is the file's absence only when GitHub knows the commit: a commit it cannot see
+            # (or a repository the installation cannot) raises here instead of passing for a missing file.
+            self._json_object("GET", f"{repo}/git/commits/{revision}")
+            return ForgeDocument(path, revision, None)
         if answer.get("type") != "file":
             raise ForgeRefused(f"{path} at {revision[:12]} is a {answer.get('type')}, not a file")
         size = answer.get("size")
