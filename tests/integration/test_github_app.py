@@ -281,13 +281,15 @@ def test_an_unknown_commit_or_run_is_refused(github: FakeGitHub, forge: GitHubAp
 
 
 @pytest.mark.parametrize(
-    ("kind", "status", "wait"), [("secondary", 403, 30), ("429", 429, 30), ("primary", 403, 30)]
+    ("kind", "status", "wait"),
+    [("secondary", 403, 30), ("429", 429, 30), ("primary", 403, 30), ("bare", 403, 60)],
 )
 def test_rate_limits_are_unavailable_with_the_wait_github_asked_for(
     github: FakeGitHub, forge: GitHubApp, kind: str, status: int, wait: int
 ) -> None:
     # Given a rate limit on the next comparison
     head = github.commit(REPO, {"a.txt": "a"})
+    # (a bare secondary limit names no wait: GitHub's docs ask for at least a minute)
     github.rate_limit(kind, seconds=wait, operation="repos/compare-commits")
     # When the adapter asks, then it is told to come back later, after the wait GitHub named
     with pytest.raises(ForgeUnavailable) as raised:

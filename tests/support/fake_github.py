@@ -17,7 +17,7 @@ What it models, as GitHub documents it:
   `truncated` past `tree_entry_cap`, commits, blobs, contents at a ref (over 1 MB without content, as
   GitHub answers), and check runs (created, updated, recorded: `check_runs()`);
 - faults on demand: `fail(status)` (5xx), `rate_limit(kind)` (secondary 403 with retry-after, primary 403
-  with x-ratelimit-remaining 0, or 429), `revoke_tokens()`;
+  with x-ratelimit-remaining 0, 429, or a 403 that only says so), `revoke_tokens()`;
 - webhooks signed as GitHub signs them (`deliver`), with payloads that validate against
   `@octokit/openapi-webhooks` (support.fake_github_webhooks)."""
 
@@ -183,7 +183,8 @@ class FakeGitHub:
         self, kind: str = "secondary", *, seconds: int = 30, times: int = 1, operation: str | None = None
     ) -> None:
         """`secondary`: 403 with retry-after; `primary`: 403 with x-ratelimit-remaining 0 and its reset;
-        `429`: 429 with retry-after (GitHub answers either status for a secondary limit)."""
+        `429`: 429 with retry-after (GitHub answers either status for a secondary limit); `bare`: a
+        secondary-limit 403 that names no wait (GitHub then asks for at least a minute)."""
         if kind == "primary":
             reset = int(self.now().timestamp()) + seconds
             headers = {
@@ -197,7 +198,8 @@ class FakeGitHub:
             message = (
                 "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
             )
-            fault = Fault(status, {"retry-after": str(seconds)}, message, operation, times)
+            headers = {} if kind == "bare" else {"retry-after": str(seconds)}
+            fault = Fault(status, headers, message, operation, times)
         with self._lock:
             self._faults.append(fault)
 

@@ -5,9 +5,10 @@ be https unless it is loopback (the tests' fake GitHub), and is configurable for
 (`https://HOST/api/v3`). Redirects are not followed: a 3xx is an answer we do not expect and is refused.
 
 The mapping (GitHub's "rate limits for the REST API" and "troubleshooting" pages):
-- unreachable, timed out, 5xx, 429, and a 403 that carries `retry-after` or `x-ratelimit-remaining: 0` (the
-  primary and secondary rate limits) are `ForgeUnavailable`, with the wait GitHub asked for when it said one
-  (`retry-after` seconds, else until `x-ratelimit-reset`, else a minute for a secondary limit);
+- unreachable, timed out, 5xx, 429, and a 403 that carries `retry-after` or `x-ratelimit-remaining: 0` or
+  says it is a rate limit (the primary and secondary rate limits) are `ForgeUnavailable`, with the wait
+  GitHub asked for when it said one (`retry-after` seconds, else until `x-ratelimit-reset`, else a minute,
+  as GitHub's docs ask for a secondary limit that names no wait);
 - 401, 403 otherwise, 404, 409, 422 and any other 4xx are `ForgeRefused`: asking again will not help;
 - an answer larger than the cap, or not the JSON it should be, is `ForgeRefused` too."""
 
@@ -135,7 +136,12 @@ class GitHubHttp:
         said = f"GitHub answered {status} to {method} {path}" + (f": {detail}" if detail else "")
         if status >= 500:
             return ForgeUnavailable(said, _retry_after(headers, self._now()))
-        limited = "retry-after" in headers or headers.get("x-ratelimit-remaining") == "0"
+        # GitHub's rate-limit 403s carry one of these headers, or at least say so in their message.
+        limited = (
+            "retry-after" in headers
+            or headers.get("x-ratelimit-remaining") == "0"
+            or "rate limit" in detail.lower()
+        )
         if status == 429 or (status == 403 and limited):
             wait = _retry_after(headers, self._now())
             return ForgeUnavailable(said, SECONDARY_LIMIT_WAIT_SECONDS if wait is None else wait)
