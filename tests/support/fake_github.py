@@ -287,8 +287,9 @@ class FakeGitHub:
                 return _error(404, "Not Found")
             fault = self._take_fault(op.operation_id)
             if fault is not None:
-                return _error(fault.status, fault.message, fault.headers)
-            answer = self._route(op, params, query, headers, body)
+                answer = _error(fault.status, fault.message, fault.headers)
+            else:
+                answer = self._route(op, params, query, headers, body)
             if answer.raw is None:
                 self.violations += self.description.check_response(op, answer.status, answer.body)
             return answer
