@@ -164,10 +164,9 @@ class GitHubApp:
             return ChangedFiles(base, head, _sorted(_file_entry_paths(files, "comparison")), True, "compare")
         merge_base = compare.get("merge_base_commit")
         tree = _nested(merge_base, "commit", "tree", "sha")
-        start = _nested(merge_base, "sha")
-        if not isinstance(tree, str) or not isinstance(start, str):
+        if not isinstance(tree, str):
             raise GitHubRefused("GitHub's comparison names no merge base")
-        return self._tree_diff(repo, base, head, _commit(start), tree)
+        return self._tree_diff(repo, base, head, tree)
 
     def pull_request_files(self, repository: str, number: int, base: str, head: str) -> ChangedFiles:
         """The pull request's own file list (up to 3,000 entries); a list that reaches GitHub's cap falls
@@ -189,7 +188,8 @@ class GitHubApp:
             return self.changed_files(repository, base, head)
         return ChangedFiles(base, head, _sorted(paths), True, "pull_files")
 
-    def _tree_diff(self, repo: str, base: str, head: str, start: str, start_tree: str) -> ChangedFiles:
+    def _tree_diff(self, repo: str, base: str, head: str, start_tree: str) -> ChangedFiles:
+        """The paths whose entry differs between the merge base's tree and the head commit's tree."""
         head_commit = self._json_object("GET", f"{repo}/git/commits/{head}")
         head_tree = _nested(head_commit, "tree", "sha")
         if not isinstance(head_tree, str):
