@@ -25,7 +25,9 @@ from sentinel_service import names
 from sentinel_service.settings import Settings
 
 if TYPE_CHECKING:
+    from sentinel_domain.forge import Forge
     from sentinel_domain.integrity import ChainSeal
+    from sentinel_domain.models import GitHubForge
     from sentinel_domain.ports import Clock, Ids, Proposer, StateStore, StreamRef, Witness
     from sentinel_domain.receipts import ReceiptSigner
     from sentinel_domain.usecases import Gate
@@ -118,6 +120,9 @@ class Services:
         hold_chains: bool | None = None,
         receipt_signer: ReceiptSigner | None = None,
         kms: Any = None,
+        forge: Forge | None = None,
+        forge_builder: Callable[[GitHubForge], Forge] | None = None,
+        secrets_client: Any = None,
     ) -> None:
         self.settings = settings
         self._dynamodb = dynamodb
@@ -139,6 +144,10 @@ class Services:
         self._receipt_signer = receipt_signer
         self._kms = kms
         self._key_lock = threading.Lock()
+        self._forge = forge
+        self._forge_builder = forge_builder
+        self._secrets_client = secrets_client
+        self._forges: dict[tuple[int, int], Forge] = {}
 
     # ---- adapters --------------------------------------------------------------------------------------
 
@@ -279,6 +288,32 @@ class Services:
 
     def now(self) -> datetime:
         return self.clock.now()
+
+    def forge(self, github: GitHubForge) -> Forge:
+        """The forge for a project's GitHub App (its `github` configuration): the one handed in (a Forge, or
+        a builder given the configuration), else the GitHub App adapter for the app and installation it
+        names, built on first use and kept per installation. Building reads no key and calls nothing: the
+        key is read (file or Secrets Manager) when the first installation token is minted."""
+        if self._forge is not None:
+            return self._forge
+        if self._forge_builder is not None:
+            return self._forge_builder(github)
+        key = (github.app_id, github.installation_id)
+        with self._key_lock:
+            built = self._forges.get(key)
+            if built is None:
+                from sentinel_service.adapters.github_app import GitHubApp
+                from sentinel_service.adapters.github_auth import key_source
+
+                built = GitHubApp.build(
+                    self.settings.github_api_url,
+                    github.app_id,
+                    github.installation_id,
+                    key_source(self.settings, self._secrets_client),
+                    self.now,
+                )
+                self._forges[key] = built
+            return built
 
     # ---- what the process holds between requests ---------------------------------------------------------
 

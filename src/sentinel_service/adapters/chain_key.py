@@ -74,27 +74,26 @@ def read_key_file(path: str, create: bool = False) -> bytes:
     """The key in `path`, after checking that only its owner (this user) can read or replace it."""
     if create:
         create_key_file(path)
-    return _decode(read_private_file(path, "chain key", ChainKeyUnavailable), path)
+    return _decode(read_owner_only_file(path, "chain key", ChainKeyUnavailable), path)
 
 
-def read_private_file(path: str, what: str, refuse: type[Exception]) -> bytes:
-    """The bytes of `path`, a regular file (never through a symlink) that belongs to this user and that
-    neither group nor others may read or write; `refuse(message)` is raised otherwise. The key files of the
-    data directory (the chain key, the receipt signing key) are read through this one check."""
+def read_owner_only_file(path: str, what: str, refusal: type[Exception]) -> bytes:
+    """The bytes of a secret file (`what` names it in refusals), read only when it is a regular file of this
+    user that neither group nor others can open; anything else raises `refusal`. Shared by every key file
+    the service reads (the chain key here, the GitHub App's private key, the receipt signing key), so one set
+    of checks guards all."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as error:
-        raise refuse(f"cannot read the {what} file {path}: {error.strerror}") from None
+        raise refusal(f"cannot read the {what} file {path}: {error.strerror}") from None
     with os.fdopen(descriptor, "rb") as handle:
         status = os.fstat(handle.fileno())
         if not stat.S_ISREG(status.st_mode):
-            raise refuse(f"the {what} file {path} is not a regular file")
+            raise refusal(f"the {what} file {path} is not a regular file")
         if status.st_uid != os.geteuid():
-            raise refuse(
-                f"the {what} file {path} belongs to another user: whoever owns it could forge with it"
-            )
+            raise refusal(f"the {what} file {path} belongs to another user: whoever owns it could replace it")
         if status.st_mode & 0o077:
-            raise refuse(
+            raise refusal(
                 f"the {what} file {path} is open to group or others (mode "
                 f"{stat.S_IMODE(status.st_mode):04o}): make it 0600 (chmod 600) after checking nobody else "
                 "read it"

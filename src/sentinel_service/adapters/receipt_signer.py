@@ -8,8 +8,8 @@ the same ECDSA_SHA_256 signature over the message, which the DSSE verifiers chec
 
 Locally it is a PEM (PKCS#8) P-256 private key in the data directory (`receipt.key`), created atomically with
 mode 0600 and refused when group or others may read it, when it belongs to another user or when it is a
-symlink: the same checks as the chain key (`chain_key.read_private_file`). Local signatures are deterministic
-(RFC 6979), so a fixed key gives fixed receipts (the evaluation harness replays byte for byte).
+symlink: the same checks as the chain key (`chain_key.read_owner_only_file`). Local signatures are
+deterministic (RFC 6979), so a fixed key gives fixed receipts (the evaluation harness replays byte for byte).
 
 There is no default key: a gate whose settings name none records no `ready` decision (it holds, not recorded).
 
@@ -25,7 +25,7 @@ import threading
 from typing import Any
 
 from sentinel_domain.receipts import SIGNING_ALGORITHM, ReceiptRefused, ReceiptSignerUnavailable
-from sentinel_service.adapters.chain_key import create_private_file, read_private_file
+from sentinel_service.adapters.chain_key import create_private_file, read_owner_only_file
 
 RECEIPT_KEY_FILE = "receipt.key"
 KMS_SIGNING_ALGORITHM = "ECDSA_SHA_256"
@@ -191,7 +191,7 @@ class FileReceiptSigner:
                     create_private_file(
                         self.path, new_private_key_pem(), "receipt key", ReceiptSignerUnavailable
                     )
-                material = read_private_file(self.path, "receipt key", ReceiptSignerUnavailable)
+                material = read_owner_only_file(self.path, "receipt key", ReceiptSignerUnavailable)
                 self._loaded = PemReceiptSigner(material, f"the receipt key file {self.path}")
             return self._loaded
 
