@@ -9,6 +9,7 @@ import os
 import secrets
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -436,7 +437,7 @@ def test_the_ready_flow_with_the_publisher_and_a_waiting_gate_against_serve(tmp_
         assert review.status == 201, review.body
         gate_env = env_for(home, gate.banner["url"], tokens["auditor"])
         waiting = subprocess.Popen(
-            hook_command("gate", "--revision", revision, "--wait", "90s"),
+            hook_command("gate", "--revision", revision, "--wait", "90s", "--receipt", "receipt.json"),
             env=gate_env,
             cwd=home,
             stdout=subprocess.PIPE,
@@ -473,6 +474,27 @@ def test_the_ready_flow_with_the_publisher_and_a_waiting_gate_against_serve(tmp_
         assert "hold: TASK_NOT_REPORTED" in err and "stopped waiting: ready" in err
         recorded = requester.get_candidate("demo", cid).body["last_decision"]
         assert recorded["decision"] == "ready"
+        # And the receipt it saved verifies offline, with the key the gate publishes, for this commit only
+        keys = run_sentinel("keys", "--url", gate.banner["url"], cwd=home)
+        assert keys.returncode == 0, keys.stderr
+        (home / "receipt-key.pem").write_text(keys.stdout)
+        verify = ("receipt", "verify", "receipt.json", "--project", "demo", "--environment", "staging")
+        key = ("--key", "receipt-key.pem")
+        ok = run_sentinel(*verify, "--revision", revision, *key, cwd=home)
+        assert ok.returncode == 0 and ok.stdout.startswith("ok"), ok.stderr
+        other = run_sentinel(*verify, "--revision", secrets.token_hex(20), *key, cwd=home)
+        assert other.returncode == 1 and "RECEIPT_REVISION_MISMATCH" in other.stderr
+
+
+def run_sentinel(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The operator's `sentinel` command, as a deploy step runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "sentinel_runner.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 # ---- the action's own script ---------------------------------------------------------------------------
