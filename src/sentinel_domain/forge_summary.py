@@ -9,7 +9,7 @@ Everything that came from a caller (test names, scopes, comments, source systems
 findings, which quote paths and ids) is shown so that it cannot become markup: test names and comments in code
 spans (where GitHub renders no link, HTML or mention), other text with every ASCII punctuation character
 backslash-escaped and the patterns GitHub links after parsing (`@login`, `#123`, `http://`, `www.`) broken by
-a zero-width space. A run URL becomes a link only when it is https and plain; otherwise it is shown as text."""
+a zero-width space. A run URL becomes a link only when it is https and plain; else it is shown as text."""
 
 import re
 from collections.abc import Iterable

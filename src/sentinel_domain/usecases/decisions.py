@@ -27,6 +27,19 @@ def evaluate(
     return _evaluate(chain, project, candidate_id, actor, as_of)[0]
 
 
+def judged(
+    chain: Chain, project: str, candidate_id: str, actor: Actor
+) -> tuple[Decision, Stream | None, "Basis"]:
+    """The read-only evaluation at the service clock (what `GET .../decision` answers), with what it was
+    judged from: the forge check publisher shows both."""
+    return _evaluate(chain, project, candidate_id, actor, None)
+
+
+def hold_unreadable(detail: str, as_of: str) -> Decision:
+    """The hold for a candidate whose chain cannot be read at all (a store fault)."""
+    return hold([finding("STATE_UNAVAILABLE", detail)], as_of, digest(detail))
+
+
 class Basis(NamedTuple):
     """What a decision was judged from, beyond the facts' own chain: what a recorded decision keeps of it."""
 
