@@ -26,7 +26,7 @@ ZWSP = "\u200b"
 _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 # What GitHub turns into links or notifications after parsing, escapes or not: mentions and e-mail addresses
 # (@), issue references (#), and extended autolinks (scheme:// and www.).
-_LINKED = re.compile(r"(@|#|:(?=//)|(?<![^\s(])www(?=\.))", re.IGNORECASE)
+_LINKED = re.compile(r"(@|#|:(?=//)|www(?=\.))", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
 _SAFE_URL = re.compile(r"https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~!$&'*+,;=:@%/?-]*)?")
 TEXT_CHARS = 300  # the longest caller text shown in one place
@@ -57,8 +57,8 @@ def one_line(value: object, limit: int = TEXT_CHARS) -> str:
 
 def escape(value: object, limit: int = TEXT_CHARS) -> str:
     """Caller text as inert Markdown: one line, bounded, no markup, no link, no mention."""
-    text = _PUNCTUATION.sub(r"\\\1", one_line(value, limit))
-    return _LINKED.sub(lambda m: m.group(0) + ZWSP, text)
+    text = _LINKED.sub(lambda m: m.group(0) + ZWSP, one_line(value, limit))
+    return _PUNCTUATION.sub(r"\\\1", text)
 
 
 def code(value: object, limit: int = TEXT_CHARS) -> str:
