@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from sentinel_domain.integrity import ChainSeal
     from sentinel_domain.ports import Clock, Ids, Proposer, StateStore, StreamRef, Witness
     from sentinel_domain.usecases import Gate
+    from sentinel_domain.usecases.forge_checks import ForgeChecks
     from sentinel_domain.usecases.project_reads import ChainCache
     from sentinel_service.adapters.principal_rules import PrincipalReader, PrincipalWriter
     from sentinel_service.operator import Operator
@@ -115,6 +116,7 @@ class Services:
         environ: Mapping[str, str] | None = None,
         timeouts: Mapping[str, Any] = API_TIMEOUTS,
         hold_chains: bool | None = None,
+        forge: Any = None,
     ) -> None:
         self.settings = settings
         self._dynamodb = dynamodb
@@ -133,6 +135,7 @@ class Services:
         self._environ = environ
         self._timeouts = timeouts
         self._hold_chains = hold_chains
+        self._forge = forge
         self._key_lock = threading.Lock()
 
     # ---- adapters --------------------------------------------------------------------------------------
@@ -286,6 +289,20 @@ class Services:
             appends_witness=self.local_witness,
         )
 
+    @property
+    def has_forge(self) -> bool:
+        return self._forge is not None
+
+    @cached_property
+    def forge_checks(self) -> ForgeChecks:
+        """The forge check publisher (sentinel_domain.usecases.forge_checks) over the gate's chain and the
+        state store's check records, publishing through the forge handed in (`compose(forge=...)`). Without
+        one, every publication raises ForgeUnavailable: the outbox keeps the items until a forge is wired."""
+        from sentinel_domain.usecases.forge_checks import ForgeChecks
+
+        forge = self._forge if self._forge is not None else NoForge()
+        return ForgeChecks(self.gate.chain, forge, self.store)  # type: ignore[arg-type]
+
     @cached_property
     def operator(self) -> Operator:
         from sentinel_service.adapters.principal_changes import principal_changes
@@ -293,6 +310,17 @@ class Services:
 
         changes = principal_changes(self.store, self.admin)
         return Operator(self.gate, self.admin, self.token_key, self.clock, changes)
+
+
+class NoForge:
+    """The forge when none is configured: unreachable, so nothing is published and nothing is lost."""
+
+    def _unavailable(self, *_args: Any) -> Any:
+        from sentinel_domain.forge import ForgeUnavailable
+
+        raise ForgeUnavailable("no forge is configured for this deployment")
+
+    changed_files = read_file = publish_check = _unavailable
 
 
 class DeferredWitness:

@@ -42,6 +42,7 @@ PUBLISHER = Actor(id="forge-publisher", kind="ci", roles=("reader",))
 SWEEP_SECONDS = 300  # the schedule's period (AWS: EventBridge every 5 minutes; locally the relay thread)
 SWEEP_MARGIN_SECONDS = 60  # a sweep may start late or take a while
 CLAIM_SECONDS = 60  # how long a publisher creating a run holds the record before another may take over
+RETRY_SECONDS = 60  # the least a publication the forge refused to take waits before the sweep tries again
 ATTEMPTS = 3  # a lost race publishes again from a fresh evaluation, this many times in all
 
 Status = Literal["published", "unchanged", "skipped"]
@@ -223,9 +224,12 @@ class ForgeChecks:
         )
         try:
             published = self._send(repo_name, check)
+        except ForgeUnavailable as error:
+            self._defer(base, error)
+            raise
         except BaseException:
             if base.check_run_id is None:
-                self._release(base)
+                self._defer(base, None)
             raise
         kept = base.next(
             check_run_id=published,
@@ -256,14 +260,22 @@ class ForgeChecks:
         now = self.chain.now()
         if record.claimed_at and plus_seconds(record.claimed_at, CLAIM_SECONDS) > now:
             raise PublishLater(f"another publisher is creating the check run of {record.candidate_id}")
-        claimed = record.next(check_run_id=None, claimed_at=now)
+        # Due once the claim lapses: a publisher that dies while creating the run leaves it to the sweep.
+        claimed = record.next(check_run_id=None, claimed_at=now, due_at=plus_seconds(now, CLAIM_SECONDS))
         return claimed if self.records.put_check_record(claimed) else None
 
-    def _release(self, claimed: CheckRecord) -> None:
+    def _defer(self, stored: CheckRecord, error: ForgeUnavailable | None) -> None:
+        """The forge did not take the publication: the record keeps what the forge still shows (its old
+        conclusion and digest), drops a claim this publisher held, and falls due again after a backoff, so
+        the sweep retries it even when the outbox's own retries run out. Best effort: the outbox retries."""
+        delay = max(RETRY_SECONDS, (error.retry_after_seconds or 0) if error is not None else 0)
+        due = plus_seconds(self.chain.now(), delay)
         try:
-            self.records.put_check_record(claimed.next(claimed_at=""))
+            self.records.put_check_record(
+                stored.next(claimed_at="", due_at=min(due, stored.due_at) if stored.due_at else due)
+            )
         except StoreUnavailable:
-            pass  # the claim lapses by itself after CLAIM_SECONDS
+            pass  # a claim lapses by itself after CLAIM_SECONDS
 
     def _details(self, project: str, candidate_id: str) -> str | None:
         if not self.details_url:
