@@ -19,13 +19,13 @@ from sentinel_service import names
 from sentinel_service.adapters.state_layout import CHECK_RECORDS_PK as STORE_RECORDS_PK
 from support.infra import Synthesized, functions_by_name, ref_name
 
-APP_KEY_ARN = "arn:aws:secretsmanager:eu-west-1:111111111111:secret:sentinel-github-app-key-AbCdEf"
-CHAIN_KEY_ARN = "arn:aws:secretsmanager:eu-west-1:111111111111:secret:sentinel-chain-key-AbCdEf"
+APP_KEY_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sentinel-github-app-key-AbCdEf"
+CHAIN_KEY_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sentinel-chain-key-AbCdEf"
 
 
 def construct_template(app_key: str | None = APP_KEY_ARN) -> Template:
     """The construct alone in a stack of its own (seconds, not a full synth)."""
-    stack = cdk.Stack(cdk.App(), "T", env=cdk.Environment(account="111111111111", region="eu-west-1"))
+    stack = cdk.Stack(cdk.App(), "T", env=cdk.Environment(account="123456789012", region="eu-west-1"))
     table = dynamodb.Table(
         stack, "State", partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING)
     )
