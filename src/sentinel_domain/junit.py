@@ -42,7 +42,7 @@ Element names are compared by local name, so a namespace prefix changes nothing.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from xml.parsers import expat
 
 __all__ = [
@@ -120,8 +120,9 @@ class JUnitSummary:
     outcome: str  # "pass" | "fail" | "unknown"
     # The first FAILING_NAMES failed or errored test cases, as `classname.name` (caller text: escape it
     # before showing it anywhere), and how many test cases failed or errored in all.
-    failing: tuple[str, ...] = ()
-    failing_count: int = 0
+    # Not part of a summary's equality: what is counted is compared, the names are only shown.
+    failing: tuple[str, ...] = field(default=(), compare=False)
+    failing_count: int = field(default=0, compare=False)
 
 
 class MalformedJUnit(ValueError):
