@@ -147,7 +147,11 @@ def _evidence_line(e: dict[str, Any]) -> str:
     )
     source = e.get("source") or {}
     run = link(source.get("url"), "run")
-    origin = " ".join(code(source[k], 80) for k in ("system", "run_id") if source.get(k))
+    origin = " ".join(
+        f"{label} {code(source[k], 80)}"
+        for k, label in (("system", "from"), ("run_id", "run"))
+        if source.get(k)
+    )
     mismatches = (e.get("binding") or {}).get("mismatches") or []
     return (
         f"  - {code(e['check_id'], 80)}: **{e['outcome']}**, {e['trust']}, {what}{_failing(e)}"
@@ -214,7 +218,11 @@ def plan_changes(state: CandidateState) -> list[str]:
     approved = {r["plan_digest"] for r in state.reviews if r["decision"] == "approve"}
     earlier = [p for p in state.plans[:-1] if p["plan_digest"] in approved and p is not current]
     if not earlier:
-        items.append("- no earlier plan version was approved: review the whole plan")
+        items.append(
+            "- this plan version is the first one approved"
+            if current["plan_digest"] in approved
+            else "- no earlier plan version was approved: review the whole plan"
+        )
         return items
     before = earlier[-1]
     items.append(

@@ -350,3 +350,22 @@ def test_a_compromised_revocation_republishes_every_candidate_it_affects(
     run = latest(forge)
     assert run.conclusion == "action_required"
     assert "APPROVAL_REVOKED" in run.summary
+
+
+def test_a_first_publication_the_outbox_gave_up_on_is_published_by_the_sweep(
+    world: World, forge: RecordingForge
+) -> None:
+    # Given GitHub down through every retry of a new candidate's item (the item is then dead-lettered)
+    cid = world.candidate()["candidate_id"]
+    checks = publisher(world, forge)
+    forge.unavailable = 3
+    for _ in range(3):
+        with pytest.raises(ForgeUnavailable):
+            checks.handle(items(world)[-1])
+    # Then no run exists yet, but the record fell due: a minute later, the sweep publishes the check
+    assert forge.runs == {}
+    assert world.store.check_record(PROJECT, cid).due_at
+    world.clock.advance(61)
+    assert checks.sweep().published == 1
+    assert latest(forge).conclusion == "action_required"
+    assert len(forge.runs) == 1

@@ -16,6 +16,7 @@ from sentinel_domain.forge_summary import (
     conclusion_for,
     escape,
     link,
+    plan_changes,
     render,
 )
 from sentinel_domain.junit import FAILING_NAMES, parse_junit
@@ -166,3 +167,48 @@ def test_failing_test_names_come_from_the_report_first_n_with_a_count() -> None:
     assert flaky.failing == () and flaky.failing_count == 0
     long = parse_junit(f'<testsuite><testcase name="{"n" * 500}"><failure/></testcase></testsuite>')
     assert len(long.failing[0]) == 200 and long.failing[0].endswith("\u2026")
+
+
+def plan(version: int, digest: str, tasks: dict[str, list[str]], actions: list[str], seq: int) -> dict:
+    return {
+        "type": "plan.stored",
+        "plan_version": version,
+        "plan_digest": digest,
+        "plan": {
+            "tasks": [{"task_id": t, "checks": [{"check_id": c} for c in cs]} for t, cs in tasks.items()],
+            "actions": [{"action_id": a} for a in actions],
+        },
+        "author": {"id": "agent-1"},
+        "recorded_at": "2026-11-29T11:10:00Z",
+        "_seq": seq,
+        "_digest": "",
+    }
+
+
+def test_what_changed_since_the_last_approved_plan_is_listed() -> None:
+    # Given plan version 1 approved, then an amendment that adds a task, a check and an action and drops one
+    base = state_with([])
+    approved = plan(1, "d1", {"T1": ["C1"], "T9": ["C9"]}, [], 10)
+    review = {
+        "type": "review.recorded",
+        "review_id": "rev_1",
+        "reviewer": {"id": "rita-reviewer"},
+        "decision": "approve",
+        "plan_digest": "d1",
+        "expires_at": "2026-11-30T12:00:00Z",
+        "recorded_at": "2026-11-29T11:20:00Z",
+        "_seq": 11,
+        "_digest": "",
+    }
+    amended = plan(2, "d2", {"T1": ["C1"], "T2": ["C2"]}, ["A1"], 12)
+    state = CandidateState.from_facts([base.candidate, approved, review, amended])
+    lines = plan_changes(state)
+    # Then the summary names each addition and removal against version 1
+    assert lines[1].startswith("- changed since approved version 1")
+    assert "  - tasks added: ` T2 `" in lines and "  - tasks removed: ` T9 `" in lines
+    assert "  - checks added: ` C2 `" in lines and "  - checks removed: ` C9 `" in lines
+    assert "  - actions added: ` A1 `" in lines
+    # And the approval of version 1 is shown as one of an earlier plan
+    stale = decision([Finding(code="REVIEW_STALE", detail="d")])
+    approvals = check_text(stale, state, None, "staging").summary
+    assert "rita\\-reviewer approved an earlier plan (valid until 2026-11-30T12:00:00Z)" in approvals
