@@ -146,7 +146,7 @@ def _evidence_line(e: dict[str, Any]) -> str:
         else f"exit code {e.get('exit_code')}"
     )
     source = e.get("source") or {}
-    run = link(source.get("url"), "run")
+    run = link(source.get("url"), "the run")
     origin = " ".join(
         f"{label} {code(source[k], 80)}"
         for k, label in (("system", "from"), ("run_id", "run"))

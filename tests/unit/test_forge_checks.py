@@ -13,6 +13,7 @@ from sentinel_domain.forge_checks import FORGE_CHECK_KIND, FORGE_RECHECK_KIND, C
 from sentinel_domain.models import ChangeContextRequest, EvidenceRequest, ReportRequest, ReviewRequest
 from sentinel_domain.usecases.chain import ANSWER_TAG
 from sentinel_domain.usecases.forge_checks import ForgeChecks, PublishLater
+from support.paths import REPO
 from support.recording_forge import RecordingForge
 from support.world import CI, CONFIG, PROJECT, REQUESTER, REV, REVIEWER, World
 
@@ -161,7 +162,7 @@ def test_a_hold_with_failing_tests_is_failure_and_names_them(world: World, forge
     assert "EVIDENCE_NEGATIVE" in run.summary
     assert "Run pytest \\-q locally and read the first failure" in run.summary
     assert "` payments.Refunds.test_refund_rounds_down `" in run.summary
-    assert "[run](<https://ci.example.com/runs/7>)" in run.summary
+    assert "[the run](<https://ci.example.com/runs/7>)" in run.summary
 
 
 def test_a_hold_waiting_for_a_person_is_action_required(world: World, forge: RecordingForge) -> None:
@@ -369,3 +370,15 @@ def test_a_first_publication_the_outbox_gave_up_on_is_published_by_the_sweep(
     assert checks.sweep().published == 1
     assert latest(forge).conclusion == "action_required"
     assert len(forge.runs) == 1
+
+
+def test_the_example_summary_in_the_docs_is_what_the_publisher_publishes(
+    world: World, forge: RecordingForge
+) -> None:
+    # Given the docs' example: a candidate whose CI run failed one test
+    ready(world, junit=FAILING)
+    drain(world, publisher(world, forge))
+    # Then docs/github.md shows exactly the summary the publisher published for it
+    text = (REPO / "docs" / "github.md").read_text(encoding="utf-8")
+    example = text.split("<!-- example-summary", 1)[1].split("```markdown\n", 1)[1].split("\n```", 1)[0]
+    assert example == latest(forge).summary
