@@ -290,31 +290,40 @@ def test_a_chain_that_fails_verification_is_failure(world: World, forge: Recordi
 # ---- time and revocation -----------------------------------------------------------------------------
 
 
-def test_the_sweep_republishes_an_approval_expired_candidate_as_not_success(
-    world: World, forge: RecordingForge
-) -> None:
-    # Given a ready candidate published success, its approval valid for a day
+def test_the_sweep_republishes_an_approval_expired_candidate_as_not_success(forge: RecordingForge) -> None:
+    # Given approvals valid for an hour (evidence for a day), and a ready candidate published success
+    world = World({**CONFIG, "github": GITHUB, "approval_ttl_seconds": 3600})
     cid = ready(world)
     checks = publisher(world, forge)
     drain(world, checks)
     assert latest(forge).conclusion == "success"
     record = world.store.check_record(PROJECT, cid)
-    assert record.due_at  # the earliest expiry: the evidence (a day) or the approval (a day)
+    assert record.due_at == "2026-11-29T13:00:00.000000Z"  # the approval's expiry, the earliest
     # When the clock passes to within one sweep of that expiry, with nothing written
-    world.clock.advance(86400 - 200)
+    world.clock.advance(3600 - 200)
     report = checks.sweep()
     # Then the sweep published it again, not success, before the expiry itself
     assert report.published == 1
     run = latest(forge)
     assert run.conclusion == "action_required"
-    assert "expires at" in run.title
-    # And after the expiry, the next sweep publishes the hold that the expiry caused
+    assert "expires at 2026-11-29T13:00:00.000000Z" in run.title
+    # And after the expiry, the next sweep publishes the hold the expiry caused
     world.clock.advance(400)
     checks.sweep()
     assert latest(forge).conclusion == "action_required"
-    assert "REVIEW_EXPIRED" in latest(forge).summary or "EVIDENCE_STALE" in latest(forge).summary
-    # And nothing expires any more: the candidate has left the sweep
+    assert "REVIEW_EXPIRED" in latest(forge).summary
+    # And the evidence's freshness is the next expiry: the candidate stays in the sweep until then
+    assert world.store.check_record(PROJECT, cid).due_at == "2026-11-30T11:59:00.000000Z"
+
+
+def test_a_candidate_nothing_can_expire_leaves_the_sweep(world: World, forge: RecordingForge) -> None:
+    # Given a candidate with no approval and no evidence (nothing in it expires)
+    cid = world.candidate()["candidate_id"]
+    checks = publisher(world, forge)
+    drain(world, checks)
+    # Then its record is not due, and no sweep publishes it
     assert world.store.check_record(PROJECT, cid).due_at == ""
+    world.clock.advance(86400 * 30)
     assert checks.sweep().published == 0
 
 
@@ -382,3 +391,11 @@ def test_the_example_summary_in_the_docs_is_what_the_publisher_publishes(
     text = (REPO / "docs" / "github.md").read_text(encoding="utf-8")
     example = text.split("<!-- example-summary", 1)[1].split("```markdown\n", 1)[1].split("\n```", 1)[0]
     assert example == latest(forge).summary
+
+
+def test_the_candidates_evidence_summaries_carry_the_failing_test_names(world: World) -> None:
+    cid = ready(world, junit=FAILING)
+    view = world.gate.get_candidate(PROJECT, cid, REQUESTER).as_json()
+    (evidence,) = view["evidence"]
+    assert evidence["failing_tests"] == {"names": ["payments.Refunds.test_refund_rounds_down"], "count": 1}
+    assert evidence["source"]["url"] == "https://ci.example.com/runs/7"
