@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from sentinel_domain.errors import StoreUnavailable
 from sentinel_domain.forge import ForgeUnavailable
 from sentinel_domain.forge_checks import FORGE_CHECK_KIND, FORGE_RECHECK_KIND, CheckRecord
 from sentinel_domain.models import ChangeContextRequest, EvidenceRequest, ReportRequest, ReviewRequest
@@ -399,3 +400,24 @@ def test_the_candidates_evidence_summaries_carry_the_failing_test_names(world: W
     (evidence,) = view["evidence"]
     assert evidence["failing_tests"] == {"names": ["payments.Refunds.test_refund_rounds_down"], "count": 1}
     assert evidence["source"]["url"] == "https://ci.example.com/runs/7"
+
+
+def test_a_store_fault_turns_a_published_check_to_failure(world: World, forge: RecordingForge) -> None:
+    # Given a ready candidate published success
+    cid = ready(world)
+    checks = publisher(world, forge)
+    drain(world, checks)
+    # When its chain cannot be read at all (the store fails on every chain read)
+    real_load = world.store.load
+
+    def failing_load(ref):  # type: ignore[no-untyped-def]
+        if ref.candidate_id == cid:
+            raise StoreUnavailable("DynamoDB answered 500")
+        return real_load(ref)
+
+    world.store.load = failing_load  # type: ignore[method-assign]
+    checks.publish(PROJECT, cid)
+    # Then the same run turns failure, saying the state is unavailable
+    run = latest(forge)
+    assert run.conclusion == "failure" and "STATE_UNAVAILABLE" in run.summary
+    assert len(forge.runs) == 1

@@ -195,15 +195,8 @@ class ForgeChecks:
         # A candidate's revision and environment never change: its record names the one run it has.
         base = record or CheckRecord(project, candidate_id, repo_name, target.revision, name)
         due = expiry or ""
-        if (
-            not force
-            and base.check_run_id
-            and (base.conclusion, base.digest)
-            == (
-                conclusion,
-                text.digest,
-            )
-        ):
+        unchanged = (base.conclusion, base.digest) == (conclusion, text.digest)
+        if unchanged and base.check_run_id and not force:
             if base.due_at != due and not self.records.put_check_record(base.next(due_at=due)):
                 return None
             return Publication(project, candidate_id, "unchanged", conclusion, base.check_run_id)

@@ -139,6 +139,11 @@ class ForgeChecks(Construct):
             ],
             description="Sentinel: forge_check and forge_recheck outbox items to the forge check publisher",
         )
+        # The bus by its ARN (EventBusName takes a name or an ARN): the acceptance emulation's CloudFormation
+        # on moto resolves a bus's Ref to an object rather than its name, and an ARN reads the same in AWS.
+        rule = self.items.node.default_child
+        assert isinstance(rule, events.CfnRule)
+        rule.add_property_override("EventBusName", bus.event_bus_arn)
         self.sweep = events.Rule(
             self,
             "Sweep",
