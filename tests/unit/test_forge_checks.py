@@ -11,12 +11,12 @@ import pytest
 from sentinel_domain.errors import StoreUnavailable
 from sentinel_domain.forge import ForgeUnavailable
 from sentinel_domain.forge_checks import FORGE_CHECK_KIND, FORGE_RECHECK_KIND, CheckRecord
-from sentinel_domain.models import ChangeContextRequest, EvidenceRequest, ReportRequest, ReviewRequest
+from sentinel_domain.models import ChangeContextRequest, EvidenceRequest, Policy, ReportRequest, ReviewRequest
 from sentinel_domain.usecases.chain import ANSWER_TAG
 from sentinel_domain.usecases.forge_checks import ForgeChecks, PublishLater
 from support.paths import REPO
 from support.recording_forge import RecordingForge
-from support.world import CI, CONFIG, PROJECT, REQUESTER, REV, REVIEWER, World
+from support.world import ADMIN, CI, CONFIG, PROJECT, REQUESTER, REV, REVIEWER, UNIT_POLICY, World
 
 REPOSITORY = "acme/payments"
 GITHUB = {
@@ -59,12 +59,12 @@ def drain(world: World, checks: ForgeChecks) -> None:
     world.store.outbox.clear()
 
 
-def evidence(junit: str, url: str = "https://ci.example.com/runs/7") -> EvidenceRequest:
+def evidence(junit: str, url: str = "https://ci.example.com/runs/7", revision: str = REV) -> EvidenceRequest:
     return EvidenceRequest.model_validate(
         {
             "check_id": "C1",
             "subject": "payments",
-            "revision": REV,
+            "revision": revision,
             "environment": "staging",
             "scope": ["payments-api"],
             "observed_at": "2026-11-29T11:59:00Z",
@@ -74,16 +74,16 @@ def evidence(junit: str, url: str = "https://ci.example.com/runs/7") -> Evidence
     )
 
 
-def ready(world: World, junit: str = PASSING) -> str:
+def ready(world: World, junit: str = PASSING, revision: str = REV) -> str:
     """A candidate attested and proved by ci-bot, its fallback plan approved and its task reported."""
-    cid = world.candidate()["candidate_id"]
+    cid = world.candidate(revision=revision)["candidate_id"]
     context = ChangeContextRequest.model_validate({"change": {"files": ["services/payments/api.py"]}})
     world.gate.add_change_context(PROJECT, cid, CI, context, None)
     digest = world.gate.propose(PROJECT, cid, REQUESTER, None, None).as_json()["plan_digest"]
     world.gate.review(
-        PROJECT, cid, REVIEWER, ReviewRequest(decision="approve", plan_digest=digest, revision=REV), None
+        PROJECT, cid, REVIEWER, ReviewRequest(decision="approve", plan_digest=digest, revision=revision), None
     )
-    posted = world.gate.post_evidence(PROJECT, cid, CI, evidence(junit), None).as_json()
+    posted = world.gate.post_evidence(PROJECT, cid, CI, evidence(junit, revision=revision), None).as_json()
     body = {
         "plan_digest": digest,
         "status": "completed",
@@ -421,3 +421,31 @@ def test_a_store_fault_turns_a_published_check_to_failure(world: World, forge: R
     run = latest(forge)
     assert run.conclusion == "failure" and "STATE_UNAVAILABLE" in run.summary
     assert len(forge.runs) == 1
+
+
+def test_a_recheck_tries_every_candidate_before_raising_a_forge_fault(
+    world: World, forge: RecordingForge
+) -> None:
+    # Given two checked candidates (staging at two revisions), both ready and published success
+    first = ready(world)
+    checks = publisher(world, forge)
+    second = ready(world, revision="c" * 40)
+    drain(world, checks)
+    # When a policy amendment re-checks the project while GitHub fails once
+    world.clock.advance(1)
+    world.gate.put_policy(
+        PROJECT, "unit-tests", ADMIN, Policy.model_validate({**UNIT_POLICY, "min_tests": 5})
+    )
+    (recheck,) = items(world, FORGE_RECHECK_KIND)
+    forge.unavailable = 1
+    before = len(forge.calls)
+    # Then the item raises (to be retried), but only once both candidates were tried
+    with pytest.raises(ForgeUnavailable):
+        checks.handle(recheck)
+    assert {c.external_id for _r, c in forge.calls[before:]} == {first, second}
+    # And the retry publishes the one GitHub missed: both hold now (the amendment retired their evidence)
+    outcomes = {p.candidate_id: p.status for p in checks.handle(recheck)}
+    assert sorted(outcomes.values()) == ["published", "unchanged"]
+    for revision in (REV, "c" * 40):
+        run = forge.latest("sentinel/staging", revision)
+        assert run is not None and run.conclusion == "action_required"
