@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sentinel_domain.errors import StoreUnavailable
-from sentinel_domain.forge import ForgeRefused, ForgeUnavailable
+from sentinel_domain.forge import ForgeRefused
 from sentinel_domain.forge_checks import FORGE_CHECK_KIND, FORGE_RECHECK_KIND
 from sentinel_domain.integrity import ChainSeal, CheckpointForged, checkpoint_from_outbox
 from sentinel_domain.ports import StreamRef, Witness, WitnessConflict
@@ -147,18 +147,6 @@ class OutboxRelay:
             return False
         try:
             self.forge_checks.handle(detail)
-        except (ForgeUnavailable, StoreUnavailable) as error:
-            failures += 1
-            if isinstance(error, ForgeUnavailable) and failures >= FORGE_ATTEMPTS:
-                self._forge_retries.pop(key, None)
-                self.log.publish(
-                    {"source": "sentinel", "detail-type": "sentinel.forge_check_deferred", "detail": detail}
-                )
-                return True  # its check record is due: the sweep publishes it once the forge answers
-            wait = FORGE_BACKOFF_SECONDS * 2 ** (failures - 1)
-            retry_after = getattr(error, "retry_after_seconds", None)
-            self._forge_retries[key] = (failures, self._monotonic() + max(wait, float(retry_after or 0)))
-            return False
         except ForgeRefused as error:
             # No retry helps (the app lacks access to the repository): recorded, never silently dropped.
             self.log.publish(
@@ -168,6 +156,18 @@ class OutboxRelay:
                     "detail": {**detail, "reason": error.detail[:300]},
                 }
             )
+        except Exception as error:  # unreachable, rate-limited, a store fault, a bug: retried, never lost
+            failures += 1
+            if not isinstance(error, StoreUnavailable) and failures >= FORGE_ATTEMPTS:
+                self._forge_retries.pop(key, None)
+                self.log.publish(
+                    {"source": "sentinel", "detail-type": "sentinel.forge_check_deferred", "detail": detail}
+                )
+                return True  # its check record is due: the sweep publishes it once the forge answers
+            wait = FORGE_BACKOFF_SECONDS * 2 ** (failures - 1)
+            retry_after = getattr(error, "retry_after_seconds", None)
+            self._forge_retries[key] = (failures, self._monotonic() + max(wait, float(retry_after or 0)))
+            return False
         self._forge_retries.pop(key, None)
         return True
 

@@ -97,7 +97,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             log,
             witness=services.witness,
             seal=services.chain_seal,
-            forge_checks=services.forge_checks if services.has_forge else None,
+            forge_checks=services.forge_checks,
         )
         relay.start()
         throttle = TokenBucket(args.rate, args.burst) if args.rate > 0 else None

@@ -25,7 +25,9 @@ from sentinel_service import names
 from sentinel_service.settings import Settings
 
 if TYPE_CHECKING:
+    from sentinel_domain.forge import Forge
     from sentinel_domain.integrity import ChainSeal
+    from sentinel_domain.models import GitHubForge
     from sentinel_domain.ports import Clock, Ids, Proposer, StateStore, StreamRef, Witness
     from sentinel_domain.usecases import Gate
     from sentinel_domain.usecases.forge_checks import ForgeChecks
@@ -116,7 +118,9 @@ class Services:
         environ: Mapping[str, str] | None = None,
         timeouts: Mapping[str, Any] = API_TIMEOUTS,
         hold_chains: bool | None = None,
-        forge: Any = None,
+        forge: Forge | None = None,
+        forge_builder: Callable[[GitHubForge], Forge] | None = None,
+        secrets_client: Any = None,
     ) -> None:
         self.settings = settings
         self._dynamodb = dynamodb
@@ -135,8 +139,11 @@ class Services:
         self._environ = environ
         self._timeouts = timeouts
         self._hold_chains = hold_chains
-        self._forge = forge
         self._key_lock = threading.Lock()
+        self._forge = forge
+        self._forge_builder = forge_builder
+        self._secrets_client = secrets_client
+        self._forges: dict[tuple[int, int], Forge] = {}
 
     # ---- adapters --------------------------------------------------------------------------------------
 
@@ -252,6 +259,32 @@ class Services:
     def now(self) -> datetime:
         return self.clock.now()
 
+    def forge(self, github: GitHubForge) -> Forge:
+        """The forge for a project's GitHub App (its `github` configuration): the one handed in (a Forge, or
+        a builder given the configuration), else the GitHub App adapter for the app and installation it
+        names, built on first use and kept per installation. Building reads no key and calls nothing: the
+        key is read (file or Secrets Manager) when the first installation token is minted."""
+        if self._forge is not None:
+            return self._forge
+        if self._forge_builder is not None:
+            return self._forge_builder(github)
+        key = (github.app_id, github.installation_id)
+        with self._key_lock:
+            built = self._forges.get(key)
+            if built is None:
+                from sentinel_service.adapters.github_app import GitHubApp
+                from sentinel_service.adapters.github_auth import key_source
+
+                built = GitHubApp.build(
+                    self.settings.github_api_url,
+                    github.app_id,
+                    github.installation_id,
+                    key_source(self.settings, self._secrets_client),
+                    self.now,
+                )
+                self._forges[key] = built
+            return built
+
     # ---- what the process holds between requests ---------------------------------------------------------
 
     @cached_property
@@ -289,19 +322,13 @@ class Services:
             appends_witness=self.local_witness,
         )
 
-    @property
-    def has_forge(self) -> bool:
-        return self._forge is not None
-
     @cached_property
     def forge_checks(self) -> ForgeChecks:
         """The forge check publisher (sentinel_domain.usecases.forge_checks) over the gate's chain and the
-        state store's check records, publishing through the forge handed in (`compose(forge=...)`). Without
-        one, every publication raises ForgeUnavailable: the outbox keeps the items until a forge is wired."""
+        state store's check records, publishing through each project's GitHub App (`forge`)."""
         from sentinel_domain.usecases.forge_checks import ForgeChecks
 
-        forge = self._forge if self._forge is not None else NoForge()
-        return ForgeChecks(self.gate.chain, forge, self.store)  # type: ignore[arg-type]
+        return ForgeChecks(self.gate.chain, self.forge, self.store)  # type: ignore[arg-type]
 
     @cached_property
     def operator(self) -> Operator:
@@ -310,17 +337,6 @@ class Services:
 
         changes = principal_changes(self.store, self.admin)
         return Operator(self.gate, self.admin, self.token_key, self.clock, changes)
-
-
-class NoForge:
-    """The forge when none is configured: unreachable, so nothing is published and nothing is lost."""
-
-    def _unavailable(self, *_args: Any) -> Any:
-        from sentinel_domain.forge import ForgeUnavailable
-
-        raise ForgeUnavailable("no forge is configured for this deployment")
-
-    changed_files = read_file = publish_check = _unavailable
 
 
 class DeferredWitness:

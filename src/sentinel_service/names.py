@@ -76,6 +76,11 @@ ENV_RUNTIME = "SENTINEL_RUNTIME"
 ENV_CHAIN_KEY_SECRET_ARN = "SENTINEL_CHAIN_KEY_SECRET_ARN"
 ENV_WITNESS_BUCKET = "SENTINEL_WITNESS_BUCKET"
 ENV_WITNESS_SIGNING_KEY_ID = "SENTINEL_WITNESS_SIGNING_KEY_ID"
+# The GitHub App's private key (a Secrets Manager secret in AWS; a 0600 PEM file locally) and the REST API's
+# base URL (GitHub Enterprise Server: https://HOST/api/v3); issue 15, docs/github.md.
+ENV_GITHUB_APP_KEY_SECRET_ARN = "SENTINEL_GITHUB_APP_KEY_SECRET_ARN"
+ENV_GITHUB_APP_KEY_FILE = "SENTINEL_GITHUB_APP_KEY_FILE"
+ENV_GITHUB_API_URL = "SENTINEL_GITHUB_API_URL"
 RUNTIME_AWS_LAMBDA = "aws_lambda"
 
 # ---- tables ------------------------------------------------------------------------------------------------
@@ -106,7 +111,6 @@ VERIFIER_SCHEDULE_MINUTES = 5
 # by its own schedule (the sweep); never by the API.
 FORGE_CHECKS_FUNCTION = "forge_checks"
 FORGE_SWEEP_SCHEDULE_MINUTES = 5  # sentinel_domain.usecases.forge_checks.SWEEP_SECONDS
-ENV_GITHUB_APP_KEY_SECRET_ARN = "SENTINEL_GITHUB_APP_KEY_SECRET_ARN"  # the GitHub App's private key
 
 # ---- metrics -----------------------------------------------------------------------------------------------
 # Decisions by outcome, emitted by the decision endpoints as embedded metric format (one line per decision):

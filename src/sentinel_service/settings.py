@@ -62,6 +62,12 @@ class Settings:
     chain_key_secret_arn: str | None = None
     witness_bucket: str | None = None
     witness_signing_key_id: str | None = None
+    # The GitHub App (docs/github.md): its private key (a 0600 PEM file locally, a Secrets Manager secret in
+    # AWS) and the REST API's base URL (GitHub Enterprise Server: https://HOST/api/v3). The app and
+    # installation ids are the project's configuration, not the deployment's.
+    github_app_key_file: str | None = None
+    github_app_key_secret_arn: str | None = None
+    github_api_url: str = "https://api.github.com"
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
@@ -96,4 +102,7 @@ class Settings:
             chain_key_secret_arn=e.get("SENTINEL_CHAIN_KEY_SECRET_ARN") or None,
             witness_bucket=e.get("SENTINEL_WITNESS_BUCKET") or None,
             witness_signing_key_id=e.get("SENTINEL_WITNESS_SIGNING_KEY_ID") or None,
+            github_app_key_file=e.get("SENTINEL_GITHUB_APP_KEY_FILE") or None,
+            github_app_key_secret_arn=e.get("SENTINEL_GITHUB_APP_KEY_SECRET_ARN") or None,
+            github_api_url=e.get("SENTINEL_GITHUB_API_URL") or "https://api.github.com",
         )

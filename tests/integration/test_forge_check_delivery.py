@@ -140,8 +140,8 @@ def test_the_publisher_function_raises_a_forge_fault_for_lambda_to_retry(world: 
         handle(services(world, RecordingForge(unavailable=1)), event)
 
 
-def test_without_a_forge_nothing_is_published_and_the_fault_says_so(world: World) -> None:
-    # Given services composed without a forge (a deployment whose GitHub App is not wired)
+def test_without_an_app_key_nothing_is_published_and_the_fault_says_so(world: World) -> None:
+    # Given services composed with no forge handed in and no GitHub App key configured
     cid = world.candidate()["candidate_id"]
     bare = compose(
         Settings.from_env({}),
@@ -151,7 +151,8 @@ def test_without_a_forge_nothing_is_published_and_the_fault_says_so(world: World
         seal=SEAL,
         witness=world.witness,
     )
-    # Then a publication is a forge fault (retried, never lost), and the runner's relay gets no publisher
-    assert not bare.has_forge
-    with pytest.raises(ForgeUnavailable, match="no forge is configured"):
+    # Then a publication through the project's GitHub App is a forge fault (retried, never lost)
+    with pytest.raises(ForgeUnavailable, match="no GitHub App key configured"):
         bare.forge_checks.publish(PROJECT, cid)
+    record = world.store.check_record(PROJECT, cid)
+    assert record is not None and record.check_run_id is None and record.due_at  # the sweep retries it

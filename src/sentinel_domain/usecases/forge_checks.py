@@ -16,6 +16,7 @@ check, never turn one success. The record of the run (`forge_checks.CheckRecord`
 conditional version: a publisher that lost a race publishes again from a fresh evaluation, so the last
 write to the forge is the freshest decision."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -31,7 +32,7 @@ from ..forge_checks import (
     forge_repository,
 )
 from ..forge_summary import check_text, conclusion_for
-from ..models import Actor
+from ..models import Actor, GitHubForge
 from ..state import parse_facts
 from ..times import plus_seconds
 from . import decisions
@@ -81,15 +82,16 @@ class ForgeChecks:
     def __init__(
         self,
         chain: Chain,
-        forge: Forge,
+        forge: Forge | Callable[[GitHubForge], Forge],
         records: CheckRecords,
         *,
         details_url: str = "",
         horizon_seconds: int = SWEEP_SECONDS + SWEEP_MARGIN_SECONDS,
     ) -> None:
-        """`details_url`: a template with `{project}` and `{candidate_id}` for the check's details link (the
-        candidate's page), or "" for none. `horizon_seconds`: how long a published success must stay true
-        (until the next sweep can look again)."""
+        """`forge`: one forge for every project (tests), or the forge of a project's GitHub App, given its
+        configuration (the composition root's `Services.forge`). `details_url`: a template with `{project}`
+        and `{candidate_id}` for the check's details link (the candidate's page), or "" for none.
+        `horizon_seconds`: how long a published success must stay true (until the next sweep looks again)."""
         self.chain = chain
         self.forge = forge
         self.records = records
@@ -200,6 +202,7 @@ class ForgeChecks:
             if base.due_at != due and not self.records.put_check_record(base.next(due_at=due)):
                 return None
             return Publication(project, candidate_id, "unchanged", conclusion, base.check_run_id)
+        forge = self._forge_of(config.github if config is not None else None)
         if base.check_run_id is None:
             claimed = self._claim(base)
             if claimed is None:
@@ -216,7 +219,7 @@ class ForgeChecks:
             check_run_id=base.check_run_id,
         )
         try:
-            published = self._send(repo_name, check)
+            published = self._send(forge, repo_name, check)
         except ForgeUnavailable as error:
             self._defer(base, error)
             raise
@@ -238,14 +241,24 @@ class ForgeChecks:
 
     # ---- pieces ------------------------------------------------------------------------------------------
 
-    def _send(self, repository: str, check: CheckRun) -> str:
+    def _forge_of(self, github: GitHubForge | None) -> Forge:
+        """The forge to publish through: the one given, or the project's GitHub App's."""
+        if hasattr(self.forge, "publish_check"):
+            return self.forge  # type: ignore[return-value]
+        if github is None:
+            # A check exists but the configuration naming its app cannot be read (or was removed): later.
+            raise PublishLater("the project's GitHub App configuration cannot be read now")
+        return self.forge(github)
+
+    @staticmethod
+    def _send(forge: Forge, repository: str, check: CheckRun) -> str:
         """Update the run we have (a run the forge no longer knows is created again)."""
         try:
-            return self.forge.publish_check(repository, check).check_run_id
+            return forge.publish_check(repository, check).check_run_id
         except ForgeRefused:
             if check.check_run_id is None:
                 raise
-        return self.forge.publish_check(repository, replace(check, check_run_id=None)).check_run_id
+        return forge.publish_check(repository, replace(check, check_run_id=None)).check_run_id
 
     def _claim(self, record: CheckRecord) -> CheckRecord | None:
         """Hold the record while the run is created, so two publishers never create two runs of one name

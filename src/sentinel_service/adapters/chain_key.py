@@ -74,26 +74,30 @@ def read_key_file(path: str, create: bool = False) -> bytes:
     """The key in `path`, after checking that only its owner (this user) can read or replace it."""
     if create:
         create_key_file(path)
+    return _decode(read_owner_only_file(path, "chain key", ChainKeyUnavailable), path)
+
+
+def read_owner_only_file(path: str, what: str, refusal: type[Exception]) -> bytes:
+    """The bytes of a secret file (`what` names it in refusals), read only when it is a regular file of this
+    user that neither group nor others can open; anything else raises `refusal`. Shared by every key file
+    the service reads (the chain key here, the GitHub App's private key), so one set of checks guards all."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as error:
-        raise ChainKeyUnavailable(f"cannot read the chain key file {path}: {error.strerror}") from None
+        raise refusal(f"cannot read the {what} file {path}: {error.strerror}") from None
     with os.fdopen(descriptor, "rb") as handle:
         status = os.fstat(handle.fileno())
         if not stat.S_ISREG(status.st_mode):
-            raise ChainKeyUnavailable(f"the chain key file {path} is not a regular file")
+            raise refusal(f"the {what} file {path} is not a regular file")
         if status.st_uid != os.geteuid():
-            raise ChainKeyUnavailable(
-                f"the chain key file {path} belongs to another user: whoever owns it could forge chains"
-            )
+            raise refusal(f"the {what} file {path} belongs to another user: whoever owns it could replace it")
         if status.st_mode & 0o077:
-            raise ChainKeyUnavailable(
-                f"the chain key file {path} is open to group or others (mode "
+            raise refusal(
+                f"the {what} file {path} is open to group or others (mode "
                 f"{stat.S_IMODE(status.st_mode):04o}): make it 0600 (chmod 600) after checking nobody else "
                 "read it"
             )
-        material = handle.read()
-    return _decode(material, path)
+        return handle.read()
 
 
 def create_key_file(path: str) -> bool:
