@@ -38,7 +38,21 @@ def scope_covers(evidence_scopes: list[str], obligation_scope: str) -> bool:
 
 
 def judge(request: EvidenceRequest, policy: Policy | None) -> tuple[str, dict[str, int], str, str]:
-    """(outcome, counts, raw_sha256, kind). Raises EvidenceRefused for what cannot be stored.
+    """(outcome, counts, raw_sha256, kind): `judge_report` without the failing test names."""
+    outcome, counts, raw_sha, kind, _failing = judge_report(request, policy)
+    return outcome, counts, raw_sha, kind
+
+
+def failing_tests(names: tuple[str, ...] | list[str], count: int) -> dict[str, Any]:
+    """What an evidence fact keeps of the tests that failed: the first names (`classname.name`, bounded by
+    sentinel_domain.junit) and how many failed in all: where a reviewer starts, without the report."""
+    return {"names": list(names), "count": count}
+
+
+def judge_report(
+    request: EvidenceRequest, policy: Policy | None
+) -> tuple[str, dict[str, int], str, str, dict[str, Any]]:
+    """(outcome, counts, raw_sha256, kind, failing_tests). Raises EvidenceRefused for what cannot be stored.
 
     A JUnit report decides by its test cases (sentinel_domain.junit). Exit-code evidence passes only when the
     exit code is the policy's expected one and every expected artifact pattern is matched by a named artifact
@@ -62,7 +76,8 @@ def judge(request: EvidenceRequest, policy: Policy | None) -> tuple[str, dict[st
             "errors": summary.errors,
             "skipped": summary.skipped,
         }
-        return summary.outcome, counts, sha256_hex(raw), "junit"
+        failing = failing_tests(summary.failing, summary.failing_count)
+        return summary.outcome, counts, sha256_hex(raw), "junit", failing
     result = request.result
     assert result is not None
     raw_sha = sha256_hex(canonical_bytes(result.model_dump(mode="json")))
@@ -76,11 +91,11 @@ def judge(request: EvidenceRequest, policy: Policy | None) -> tuple[str, dict[st
                 "MALFORMED_EVIDENCE", f"the artifact {name!r} is listed twice with different sha256 digests"
             )
     if policy is None:
-        return "unknown", counts, raw_sha, "exit_code"
+        return "unknown", counts, raw_sha, "exit_code", failing_tests((), 0)
     # Patterns use the derivation rules' globs: `*` stays inside one folder, `**` crosses folders.
     missing = [p for p in policy.expected_artifacts if not any(glob_regex(p).match(n) for n in digests)]
     outcome = "pass" if result.exit_code == policy.expected_exit_code and not missing else "fail"
-    return outcome, counts, raw_sha, "exit_code"
+    return outcome, counts, raw_sha, "exit_code", failing_tests((), 0)
 
 
 def trust_of(actor: Actor, policy: Policy | None) -> str:
@@ -109,7 +124,7 @@ def bind_evidence(
     check = find_check(state.plan, request.check_id)
     policy_entry = project.policy(check["policy_ref"], recorded_at) if check else None
     policy = policy_entry[1] if policy_entry else None
-    outcome, counts, raw_sha, kind = judge(request, policy)
+    outcome, counts, raw_sha, kind, failing = judge_report(request, policy)
     candidate = state.candidate
     mismatches = []
     if check is None:
@@ -143,6 +158,7 @@ def bind_evidence(
         "trust": trust_of(actor, policy),
         "outcome": outcome,
         "counts": counts,
+        "failing_tests": failing,
         "exit_code": request.result.exit_code if request.result else None,
         "artifacts": [a.model_dump(mode="json") for a in request.result.artifacts] if request.result else [],
         "raw_sha256": raw_sha,

@@ -42,16 +42,30 @@ Element names are compared by local name, so a namespace prefix changes nothing.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from xml.parsers import expat
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "JUnitSummary", "JUnitTooLarge", "MalformedJUnit", "parse_junit"]
+__all__ = [
+    "FAILING_NAME_CHARS",
+    "FAILING_NAMES",
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "JUnitSummary",
+    "JUnitTooLarge",
+    "MalformedJUnit",
+    "parse_junit",
+]
 
 MAX_DEPTH = 256
 """The deepest element nesting accepted; the root element is at depth 1."""
 MAX_BYTES = 2 * 1024 * 1024
 """The largest report read, in UTF-8 bytes: the evidence route's body limit, so only direct callers meet
 it."""
+
+FAILING_NAMES = 20
+"""How many failing test names a summary keeps (the first, in report order); `failing_count` counts all."""
+FAILING_NAME_CHARS = 200
+"""The longest failing test name kept, in characters (a longer one is cut and ends with an ellipsis)."""
 
 PASS = "pass"
 FAIL = "fail"
@@ -104,6 +118,11 @@ class JUnitSummary:
     errors: int  # errored test cases + suite-level <error> elements
     skipped: int  # skipped test cases (pytest xfail included)
     outcome: str  # "pass" | "fail" | "unknown"
+    # The first FAILING_NAMES failed or errored test cases, as `classname.name` (caller text: escape it
+    # before showing it anywhere), and how many test cases failed or errored in all.
+    # Not part of a summary's equality: what is counted is compared, the names are only shown.
+    failing: tuple[str, ...] = field(default=(), compare=False)
+    failing_count: int = field(default=0, compare=False)
 
 
 class MalformedJUnit(ValueError):
@@ -145,6 +164,19 @@ def _case_marks(attributes: list[str]) -> int:
     return marks
 
 
+def _case_name(attributes: list[str]) -> str:
+    """`classname.name` of a test case (either alone when the other is missing), bounded."""
+    named = dict(zip(attributes[::2], attributes[1::2], strict=True))
+    parts = [named.get("classname", "").strip(), named.get("name", "").strip()]
+    name = ".".join(p for p in parts if p) or "(unnamed test case)"
+    return name if len(name) <= FAILING_NAME_CHARS else name[: FAILING_NAME_CHARS - 1] + "\u2026"
+
+
+def _note_failing(failing: list[str], attributes: list[str]) -> None:
+    if len(failing) < FAILING_NAMES:
+        failing.append(_case_name(attributes))
+
+
 def _check_root(tag: str) -> None:
     name = tag.rpartition("}")[2]
     if name not in _ROOTS:
@@ -176,9 +208,11 @@ def _count(data: bytes, case_words: bool) -> tuple[JUnitSummary, bool]:
     depth = case_depth = case_marks = 0
     cases = failed = errored = skipped = suite_failures = suite_errors = 0
     kinds: dict[str, int] = {}
+    case_attributes: list[str] = []
+    failing: list[str] = []
 
     def start(tag: str, attributes: list[str]) -> None:
-        nonlocal depth, case_depth, case_marks, cases, suite_failures, suite_errors
+        nonlocal depth, case_depth, case_marks, cases, suite_failures, suite_errors, case_attributes
         depth += 1
         if depth > MAX_DEPTH:
             raise MalformedJUnit(
@@ -195,6 +229,7 @@ def _count(data: bytes, case_words: bool) -> tuple[JUnitSummary, bool]:
         elif kind == _CASE:
             cases += 1
             case_depth = depth
+            case_attributes = attributes  # a reference only: read when the case turns out to have failed
             # A scan in C rules out a case without either attribute (a value spelled "status" only sends it
             # the long way round); on the first reading no case is looked at (see parse_junit).
             case_marks = (
@@ -213,8 +248,10 @@ def _count(data: bytes, case_words: bool) -> tuple[JUnitSummary, bool]:
             if case_marks:
                 if case_marks & _FAILED:
                     failed += 1
+                    _note_failing(failing, case_attributes)
                 elif case_marks & _ERRORED:
                     errored += 1
+                    _note_failing(failing, case_attributes)
                 else:
                     skipped += 1
             case_depth = 0
@@ -239,7 +276,15 @@ def _count(data: bytes, case_words: bool) -> tuple[JUnitSummary, bool]:
     errors = errored + suite_errors
     tests = cases - skipped
     outcome = FAIL if failures or errors else UNKNOWN if tests == 0 else PASS
-    summary = JUnitSummary(tests=tests, failures=failures, errors=errors, skipped=skipped, outcome=outcome)
+    summary = JUnitSummary(
+        tests=tests,
+        failures=failures,
+        errors=errors,
+        skipped=skipped,
+        outcome=outcome,
+        failing=tuple(failing),
+        failing_count=failed + errored,
+    )
     return summary, named
 
 

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .errors import Refusal, StoreConflict
+from .forge_checks import CheckRecord
 from .integrity import CHECKPOINT_KIND, ChainSeal, CheckpointForged, WitnessBook
 from .ports import Append, ClaimTaken, IdempotencyRecord, Stream, StreamRef
 
@@ -46,6 +47,8 @@ class MemoryStore:
         self.checkpoint_items: list[dict[str, Any]] = []
         self.loads = 0
         self.head_loads = 0
+        # Each candidate's published forge check (sentinel_domain.forge_checks), beside the chains.
+        self.check_records: dict[tuple[str, str], CheckRecord] = {}
         self._lock = threading.Lock()
 
     def snapshot(self) -> tuple[Any, ...]:
@@ -169,6 +172,30 @@ class MemoryStore:
                 and held.claimed_at == record.claimed_at
             ):
                 del self.idempotency[(record.ref, record.scope, record.key)]
+
+    def check_record(self, project: str, candidate_id: str) -> CheckRecord | None:
+        with self._lock:
+            return self.check_records.get((project, candidate_id))
+
+    def put_check_record(self, record: CheckRecord) -> bool:
+        with self._lock:
+            held = self.check_records.get((record.project, record.candidate_id))
+            if (held.version if held else 0) != record.version - 1:
+                return False
+            self.check_records[(record.project, record.candidate_id)] = record
+            return True
+
+    def check_records_due(
+        self, before: str, limit: int, cursor: str | None
+    ) -> tuple[list[CheckRecord], str | None]:
+        with self._lock:
+            due = sorted(
+                (r for r in self.check_records.values() if r.due_at and r.due_at <= before),
+                key=lambda r: (r.project, r.candidate_id),
+            )
+        start = int(cursor) if cursor else 0
+        page = due[start : start + limit]
+        return page, (str(start + limit) if start + limit < len(due) else None)
 
 
 class MemoryWitness:

@@ -12,6 +12,7 @@ from sentinel_infra.config import LOG_RETENTION_DAYS, DeploymentConfig
 from sentinel_infra.constructs.api import Api
 from sentinel_infra.constructs.budget import CostBudget
 from sentinel_infra.constructs.events import OutboxRelay
+from sentinel_infra.constructs.forge_checks import ForgeChecks
 from sentinel_infra.constructs.integrity import Integrity
 from sentinel_infra.constructs.layers import Layers
 from sentinel_infra.constructs.monitoring import Monitoring
@@ -194,10 +195,28 @@ class SentinelStack(cdk.Stack):
         verifier = self.integrity_functions[names.CHAIN_VERIFIER_FUNCTION]
         verifier.grant(STATE_VERIFIER_ACTIONS, [self.tables.state.table_arn])
         self.integrity.schedule_verifier(verifier)
+        # app_key_secret_arn: the GitHub App's key secret from constructs/forge.py, once it is in the stack.
+        self.forge_checks = ForgeChecks(
+            self,
+            "ForgeChecks",
+            code=code,
+            layers=self.layers.all,
+            environment={
+                **common_env,
+                names.ENV_STATE_TABLE: self.tables.state.table_name,
+                names.ENV_CHAIN_KEY_SECRET_ARN: self.integrity.chain_key.secret_arn,
+            },
+            log_retention=retention,
+            table=self.tables.state,
+            bus=self.relay.bus,
+            chain_key_secret_arn=self.integrity.chain_key.secret_arn,
+            live_version=(live_versions or {}).get(names.FORGE_CHECKS_FUNCTION),
+        )
         every_function = {
             **self.functions,
             names.AUTHORIZER_FUNCTION: self.authorizer,
             **self.integrity_functions,
+            names.FORGE_CHECKS_FUNCTION: self.forge_checks.function,
         }
         self.monitoring = Monitoring(
             self,
@@ -208,6 +227,7 @@ class SentinelStack(cdk.Stack):
             tables={"state": self.tables.state, "principals": self.tables.principals},
             dead_letters=self.relay.dead_letters,
         )
+        self.forge_checks.alarm(self.monitoring.topic, self.monitoring.prefix)
         self.budget = CostBudget(
             self,
             "Budget",

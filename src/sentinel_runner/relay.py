@@ -7,16 +7,26 @@ table's heads (a head the table holds may be a tamperer's). Each one reaches the
 verifies under the chain key: whoever can write the table can write an outbox item, and a forged one is
 recorded as tampering of the chain it names instead. The gate itself appends each checkpoint to the local
 witness before answering; the relay delivers what that missed (a witness briefly unavailable) and catches
-forged items."""
+forged items.
+
+Forge check items (`forge_check`, `forge_recheck`; sentinel_domain.forge_checks), when the runner has a
+forge check publisher, are handed to it before they are marked relayed, as the bus rule hands them to the
+publisher function in AWS. A forge that cannot be reached leaves the item in the outbox, retried with
+exponential backoff (FORGE_BACKOFF_SECONDS, doubling) up to FORGE_ATTEMPTS times; then the item is handed over
+to the sweep (the check's record has fallen due) so that a long outage never holds back the items behind it.
+The relay thread also runs the publisher's sweep every `sweep_interval` seconds."""
 
 import json
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sentinel_domain.errors import StoreUnavailable
+from sentinel_domain.forge import ForgeRefused
+from sentinel_domain.forge_checks import FORGE_CHECK_KIND, FORGE_RECHECK_KIND
 from sentinel_domain.integrity import ChainSeal, CheckpointForged, checkpoint_from_outbox
 from sentinel_domain.ports import StreamRef, Witness, WitnessConflict
 from sentinel_domain.usecases.chain import ANSWER_TAG, side_effect_verifies
@@ -72,6 +82,10 @@ def chain_of(pk: str) -> StreamRef | None:
 
 
 WAIT = object()  # a side effect that can be judged only later
+FORGE_KINDS = frozenset({FORGE_CHECK_KIND, FORGE_RECHECK_KIND})
+FORGE_ATTEMPTS = 5  # then the sweep takes the publication over (its record is due)
+FORGE_BACKOFF_SECONDS = 1.0  # the first retry's wait; each next one waits twice as long
+SWEEP_INTERVAL_SECONDS = 300.0  # the forge check sweep, as the AWS schedule runs it
 
 
 class OutboxRelay:
@@ -82,9 +96,13 @@ class OutboxRelay:
         interval: float = 0.2,
         witness: Witness | None = None,
         seal: Callable[[], ChainSeal] | None = None,
+        forge_checks: Any = None,
+        sweep_interval: float = SWEEP_INTERVAL_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """`seal`: the chain key's seal; with it, a side effect is published only when its tag verifies
-        (the runner always passes it)."""
+        (the runner always passes it). `forge_checks`: the forge check publisher
+        (sentinel_domain.usecases.forge_checks.ForgeChecks), or None to relay forge items to the log only."""
         self.store = store
         self.log = log
         self.witness = witness
@@ -93,6 +111,11 @@ class OutboxRelay:
         self.forged = 0  # forged checkpoint items found, each recorded as tampering of its chain
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.forge_checks = forge_checks
+        self.sweep_interval = sweep_interval
+        self._monotonic = monotonic
+        self._next_sweep = monotonic() + sweep_interval
+        self._forge_retries: dict[tuple[str, str], tuple[int, float]] = {}  # item -> (failures, next try)
 
     def run_once(self) -> int:
         moved = 0
@@ -104,6 +127,8 @@ class OutboxRelay:
                 detail = self._authentic(pending["pk"], pending["item"])
                 if detail is WAIT:
                     continue  # the chain key cannot be read now: the item waits for the next round
+                if detail is not None and not self._forge(pending, detail):
+                    continue  # the forge cannot take it now: the item waits, with backoff
                 if detail is not None:  # None: forged, never published (and its chain marked tampered)
                     self.log.publish(
                         {"source": "sentinel", "detail-type": f"sentinel.{pending['kind']}", "detail": detail}
@@ -111,6 +136,47 @@ class OutboxRelay:
             self.store.mark_relayed(pending["pk"], pending["sk"])
             moved += 1
         return moved
+
+    def _forge(self, pending: dict[str, Any], detail: dict[str, Any]) -> bool:
+        """Hand a forge item to the publisher; False to keep it for a later round."""
+        if self.forge_checks is None or pending["kind"] not in FORGE_KINDS:
+            return True
+        key = (pending["pk"], pending["sk"])
+        failures, next_try = self._forge_retries.get(key, (0, 0.0))
+        if self._monotonic() < next_try:
+            return False
+        try:
+            self.forge_checks.handle(detail)
+        except ForgeRefused as error:
+            # No retry helps (the app lacks access to the repository): recorded, never silently dropped.
+            self.log.publish(
+                {
+                    "source": "sentinel",
+                    "detail-type": "sentinel.forge_check_refused",
+                    "detail": {**detail, "reason": error.detail[:300]},
+                }
+            )
+        except Exception as error:  # unreachable, rate-limited, a store fault, a bug: retried, never lost
+            failures += 1
+            if not isinstance(error, StoreUnavailable) and failures >= FORGE_ATTEMPTS:
+                self._forge_retries.pop(key, None)
+                self.log.publish(
+                    {"source": "sentinel", "detail-type": "sentinel.forge_check_deferred", "detail": detail}
+                )
+                return True  # its check record is due: the sweep publishes it once the forge answers
+            wait = FORGE_BACKOFF_SECONDS * 2 ** (failures - 1)
+            retry_after = getattr(error, "retry_after_seconds", None)
+            self._forge_retries[key] = (failures, self._monotonic() + max(wait, float(retry_after or 0)))
+            return False
+        self._forge_retries.pop(key, None)
+        return True
+
+    def sweep_if_due(self) -> None:
+        """The forge check sweep, every `sweep_interval` seconds (the AWS schedule's local stand-in)."""
+        if self.forge_checks is None or self._monotonic() < self._next_sweep:
+            return
+        self._next_sweep = self._monotonic() + self.sweep_interval
+        self.forge_checks.sweep()
 
     def _authentic(self, pk: str, item: Any) -> Any:
         """The side effect without its tag, when the gate wrote it; None when it is forged (never published,
@@ -171,6 +237,7 @@ class OutboxRelay:
             while not self._stop.wait(self.interval):
                 try:
                     self.run_once()
+                    self.sweep_if_due()
                 except Exception:  # the store may be stopping; the next round retries
                     continue
 

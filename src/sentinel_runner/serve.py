@@ -92,7 +92,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return fail(
                 "STATE_UNAVAILABLE", str(error), "fix the data directory, or choose another with --data"
             )
-        relay = OutboxRelay(services.store, log, witness=services.witness, seal=services.chain_seal)
+        relay = OutboxRelay(
+            services.store,
+            log,
+            witness=services.witness,
+            seal=services.chain_seal,
+            forge_checks=services.forge_checks,
+        )
         relay.start()
         throttle = TokenBucket(args.rate, args.burst) if args.rate > 0 else None
         server = make_server(LocalGateway(lambda: services, throttle=throttle), args.host, args.port)

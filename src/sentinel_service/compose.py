@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from sentinel_domain.ports import Clock, Ids, Proposer, StateStore, StreamRef, Witness
     from sentinel_domain.receipts import ReceiptSigner
     from sentinel_domain.usecases import Gate
+    from sentinel_domain.usecases.forge_checks import ForgeChecks
     from sentinel_domain.usecases.project_reads import ChainCache
     from sentinel_service.adapters.principal_rules import PrincipalReader, PrincipalWriter
     from sentinel_service.operator import Operator
@@ -353,6 +354,14 @@ class Services:
             receipt_signer=self.receipt_signer,
             receipt_max_seconds=self.settings.receipt_max_seconds,
         )
+
+    @cached_property
+    def forge_checks(self) -> ForgeChecks:
+        """The forge check publisher (sentinel_domain.usecases.forge_checks) over the gate's chain and the
+        state store's check records, publishing through each project's GitHub App (`forge`)."""
+        from sentinel_domain.usecases.forge_checks import ForgeChecks
+
+        return ForgeChecks(self.gate.chain, self.forge, self.store)  # type: ignore[arg-type]
 
     @cached_property
     def operator(self) -> Operator:

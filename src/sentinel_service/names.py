@@ -105,11 +105,18 @@ DETAIL_TYPE_CHECKPOINT = "sentinel.checkpoint"  # no longer relayed: checkpoints
 # The outbox kind of a chain checkpoint (the ChainSeal checkpoint, written in the accepted write's
 # transaction): the stream hands these to the witness writer, never to the bus.
 OUTBOX_KIND_CHECKPOINT = "checkpoint"
+# The forge check items (sentinel_domain.forge_checks): the bus's rule hands them to the publisher function.
+OUTBOX_KIND_FORGE_CHECK = "forge_check"
+OUTBOX_KIND_FORGE_RECHECK = "forge_recheck"
 
 # ---- the witness (S3 under Object Lock) and the chain verifier ---------------------------------------------
 WITNESS_WRITER_FUNCTION = "witness_writer"  # fed by the state table's stream (a pipe), never by the API
 CHAIN_VERIFIER_FUNCTION = "chain_verifier"  # runs every VERIFIER_SCHEDULE_MINUTES
 VERIFIER_SCHEDULE_MINUTES = 5
+# The forge check publisher (issue 15): fed by the bus's rule for forge_check/forge_recheck outbox items, and
+# by its own schedule (the sweep); never by the API.
+FORGE_CHECKS_FUNCTION = "forge_checks"
+FORGE_SWEEP_SCHEDULE_MINUTES = 5  # sentinel_domain.usecases.forge_checks.SWEEP_SECONDS
 
 # ---- metrics -----------------------------------------------------------------------------------------------
 # Decisions by outcome, emitted by the decision endpoints as embedded metric format (one line per decision):

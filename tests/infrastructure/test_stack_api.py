@@ -176,12 +176,14 @@ def test_nothing_is_public_but_the_health_openapi_and_keys_routes(synthesized: S
     }
     # And only API Gateway of this stack's two APIs may invoke a function, on a named route or as the
     # authorizer; production only the `live` aliases, acceptance only the `next` ones (the one exception: the
-    # verifier's schedule, tests/infrastructure/test_stack_integrity.py)
+    # verifier's schedule, tests/infrastructure/test_stack_integrity.py, and the forge check publisher's rule
+    # on the Sentinel bus and its schedule, test_stack_forge_checks.py)
     aliases = alias_targets(synthesized)
-    (rule_id,) = synthesized.of_type("AWS::Events::Rule")
+    rule_ids = set(synthesized.of_type("AWS::Events::Rule"))
+    assert len(rule_ids) == 3
     for permission in synthesized.properties("AWS::Lambda::Permission"):
         if permission["Principal"] == "events.amazonaws.com":
-            assert ref_name(permission["SourceArn"]) == rule_id
+            assert ref_name(permission["SourceArn"]) in rule_ids
             continue
         assert permission["Principal"] == "apigateway.amazonaws.com"
         (api_alias,) = [

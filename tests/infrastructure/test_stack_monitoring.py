@@ -68,7 +68,7 @@ def test_every_alarm_notifies_the_alarm_topic(synthesized: Synthesized) -> None:
     (topic_id,) = synthesized.of_type("AWS::SNS::Topic")
     found = alarms(synthesized)
     # + the tamper and forged-checkpoint alarms, + the acceptance canary
-    assert len(found) == 4 * len(ALL_FUNCTIONS) + 9 + 2 + 1
+    assert len(found) == 4 * len(ALL_FUNCTIONS) + 9 + 2 + 1 + 1  # + the forge check dead letters
     for name, props in found.items():
         assert [ref_name(a) for a in props["AlarmActions"]] == [topic_id], name
         assert props["AlarmDescription"], name

@@ -5,6 +5,7 @@ from typing import Any
 
 from ..canonical import digest
 from ..errors import Refusal
+from ..forge_checks import forge_outbox
 from ..models import Actor, ExecutionRequest
 from ..outcomes import ActionExecuted, SideEffect
 from ..ports import IdempotencyRecord, StreamRef
@@ -84,7 +85,8 @@ def execute(
                 "params": declared["params"],
                 "plan_digest": digest_,
                 "recorded_at": now,
-            }
+            },
+            *forge_outbox(config, project, state.candidate),
         ]
         if stored_until == (valid_until or ""):
             approval_check: str | None = chain.now()  # the write's condition re-checks the expiry

@@ -7,6 +7,7 @@ from typing import Any
 from ..canonical import digest
 from ..derivation import MAX_OBLIGATIONS, derive
 from ..errors import Refusal, StoreUnavailable
+from ..forge_checks import forge_outbox
 from ..models import Actor, CandidateRequest, Change, ChangeContextRequest, ProjectConfig
 from ..outcomes import (
     CandidateCreated,
@@ -113,6 +114,7 @@ def create_candidate(
                     idempotency=idem,
                     claim=(key_, candidate_id),
                     head={"plan_digest": "", "approval_valid_until": ""},
+                    outbox=forge_outbox(config, project, fact),
                 ),
                 lambda seq: CandidateCreated(
                     candidate_id=candidate_id,
@@ -163,7 +165,14 @@ def add_change_context(
         }
         after = with_fact(state, fact, stream.seq + 1)
         return chain.commit(
-            CommitRequest(stream, actor.id, fact, idempotency=idem, head=candidate_head(after, config)),
+            CommitRequest(
+                stream,
+                actor.id,
+                fact,
+                idempotency=idem,
+                head=candidate_head(after, config),
+                outbox=forge_outbox(config, project, state.candidate),
+            ),
             lambda seq: ChangeContextAdded(
                 added_obligations=_obligations(added),
                 obligations=_obligations(after.obligations.values()),
@@ -320,7 +329,13 @@ def candidate_view(state: CandidateState, seq: int, last_decision: RecordedDecis
                         "scope",
                     )
                 }
-                | {"publisher": e["publisher"]["id"]}
+                | {
+                    "publisher": e["publisher"]["id"],
+                    # Additive (issue 15): what failed, by name, and the run the publisher named. Evidence
+                    # recorded before failing names were kept shows none.
+                    "failing_tests": e.get("failing_tests") or {"names": [], "count": 0},
+                    "source": e.get("source"),
+                }
                 for e in state.evidence
             ],
             "tasks": tasks,

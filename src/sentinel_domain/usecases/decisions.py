@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 from ..canonical import digest
 from ..decision import Decision, Finding, decide, finding, findings_digest, hold
 from ..errors import Refusal, StoreConflict, StoreUnavailable
+from ..forge_checks import forge_outbox
 from ..models import Actor
 from ..outcomes import DecisionNotRecorded, DecisionRecorded, DecisionView, decision_view
 from ..ports import IdempotencyRecord, Stream, StreamRef
@@ -26,6 +27,19 @@ def evaluate(
     chain: Chain, project: str, candidate_id: str, actor: Actor, as_of: str | None = None
 ) -> Decision:
     return _evaluate(chain, project, candidate_id, actor, as_of)[0]
+
+
+def judged(
+    chain: Chain, project: str, candidate_id: str, actor: Actor
+) -> tuple[Decision, Stream | None, "Basis"]:
+    """The read-only evaluation at the service clock (what `GET .../decision` answers), with what it was
+    judged from: the forge check publisher shows both."""
+    return _evaluate(chain, project, candidate_id, actor, None)
+
+
+def hold_unreadable(detail: str, as_of: str) -> Decision:
+    """The hold for a candidate whose chain cannot be read at all (a store fault)."""
+    return hold([finding("STATE_UNAVAILABLE", detail)], as_of, digest(detail))
 
 
 class Basis(NamedTuple):
@@ -207,8 +221,13 @@ def record_decision(
         if stream.seq and stream.events and stream.events[-1]["at"] > verdict.as_of:
             raise StoreConflict()  # a write landed after our clock reading: judge again
         head = {k: v for k, v in (stream.head or {}).items() if k not in ("seq", "hash")}
+        outbox = (
+            forge_outbox(basis.project.config(verdict.as_of), project, basis.state.candidate)
+            if basis.state is not None
+            else []
+        )
         return chain.commit(
-            CommitRequest(stream, actor.id, fact, idempotency=idem, head=head),
+            CommitRequest(stream, actor.id, fact, idempotency=idem, head=head, outbox=outbox),
             lambda seq: DecisionRecorded(**dict(verdict), as_of_source="service", seq=seq, receipt=receipt),
         )
 

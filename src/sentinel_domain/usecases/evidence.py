@@ -3,6 +3,7 @@ writer against that evidence (rules 19 to 22)."""
 
 from ..errors import Refusal
 from ..evidence import EvidenceRefused, bind_evidence, evidence_response
+from ..forge_checks import forge_outbox
 from ..models import Actor, EvidenceRequest, ReportRequest
 from ..outcomes import EvidenceRecorded, ReportAttempt
 from ..ports import IdempotencyRecord, StreamRef
@@ -27,7 +28,14 @@ def post_evidence(
             raise Refusal(error.code, error.detail) from error
         after = with_fact(state, fact, stream.seq + 1)
         return chain.commit(
-            CommitRequest(stream, actor.id, fact, idempotency=idem, head=candidate_head(after, config)),
+            CommitRequest(
+                stream,
+                actor.id,
+                fact,
+                idempotency=idem,
+                head=candidate_head(after, config),
+                outbox=forge_outbox(config, project, state.candidate),
+            ),
             lambda seq: EvidenceRecorded.model_validate({**evidence_response(fact), "seq": seq}),
         )
 
@@ -61,7 +69,14 @@ def report(
         fact = ReportWriter.write(state, pstate, task_id, request, actor, chain.now())
         after = with_fact(state, fact, stream.seq + 1)
         return chain.commit(
-            CommitRequest(stream, actor.id, fact, idempotency=idem, head=candidate_head(after, config)),
+            CommitRequest(
+                stream,
+                actor.id,
+                fact,
+                idempotency=idem,
+                head=candidate_head(after, config),
+                outbox=forge_outbox(config, project, state.candidate),
+            ),
             lambda seq: ReportAttempt(
                 attempt=fact["attempt"],
                 recorded_status=fact["recorded_status"],

@@ -6,6 +6,7 @@ from typing import Any, TypeVar
 
 from .. import proposals
 from ..errors import IF_MATCH_MISSING, IF_MATCH_STALE, Refusal
+from ..forge_checks import forge_outbox
 from ..models import Actor, ProjectConfig
 from ..outcomes import PlanProposed, PlanStored
 from ..plans import fallback_plan, plan_digest, preflight
@@ -92,7 +93,15 @@ def _store_plan(
         return answers.model_validate(shown)
 
     return chain.commit(
-        CommitRequest(stream, actor.id, fact, idempotency=idem, head=candidate_head(after, config)), outcome
+        CommitRequest(
+            stream,
+            actor.id,
+            fact,
+            idempotency=idem,
+            head=candidate_head(after, config),
+            outbox=forge_outbox(config, project, state.candidate),
+        ),
+        outcome,
     )
 
 

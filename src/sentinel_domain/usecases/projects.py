@@ -4,6 +4,7 @@ the API), the project's configuration and its policies."""
 from typing import Any
 
 from ..errors import IF_MATCH_MISSING, IF_MATCH_STALE, Refusal
+from ..forge_checks import recheck_outbox
 from ..models import Actor, Policy, ProjectConfig
 from ..outcomes import (
     ConfigVersion,
@@ -37,10 +38,12 @@ def record_project_event(
     chain: Chain, project: str, type_: str, payload: dict[str, Any]
 ) -> ProjectEventRecorded:
     def attempt() -> ProjectEventRecorded:
-        stream, _state = chain.project(project)
+        stream, state = chain.project(project)
         fact = {"type": type_, **payload, "recorded_at": chain.now()}
+        outbox = recheck_outbox(state.config(), project, type_)
         return chain.commit(
-            CommitRequest(stream, OPERATOR, fact), lambda seq: ProjectEventRecorded(project=project, seq=seq)
+            CommitRequest(stream, OPERATOR, fact, outbox=outbox),
+            lambda seq: ProjectEventRecorded(project=project, seq=seq),
         )
 
     return chain.retrying(attempt)
@@ -82,8 +85,10 @@ def put_config(
             "actor": actor.fact(),
             "recorded_at": chain.now(),
         }
+        # The configuration in force before and after: either may map repositories whose checks change.
+        outbox = recheck_outbox(config if config.github else state.config(), project, "config.set")
         return chain.commit(
-            CommitRequest(stream, actor.id, fact),
+            CommitRequest(stream, actor.id, fact, outbox=outbox),
             lambda seq: ConfigVersionStored(version=version + 1, config=config, seq=seq),
         )
 
@@ -116,7 +121,9 @@ def put_policy(
             "recorded_at": chain.now(),
         }
         return chain.commit(
-            CommitRequest(stream, actor.id, fact),
+            CommitRequest(
+                stream, actor.id, fact, outbox=recheck_outbox(state.config(), project, "policy.set")
+            ),
             lambda seq: PolicyVersionStored(policy_id=policy_id, version=version, policy=policy, seq=seq),
         )
 

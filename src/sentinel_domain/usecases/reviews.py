@@ -2,6 +2,7 @@
 11 to 15)."""
 
 from ..errors import Refusal
+from ..forge_checks import forge_outbox
 from ..models import Actor, ReviewRequest, SettlementRequest
 from ..outcomes import ReviewRecorded, TaskSettled
 from ..ports import IdempotencyRecord, StreamRef
@@ -64,7 +65,14 @@ def review(
         }
         after = with_fact(state, fact, stream.seq + 1)
         return chain.commit(
-            CommitRequest(stream, actor.id, fact, idempotency=idem, head=candidate_head(after, config)),
+            CommitRequest(
+                stream,
+                actor.id,
+                fact,
+                idempotency=idem,
+                head=candidate_head(after, config),
+                outbox=forge_outbox(config, project, state.candidate),
+            ),
             lambda seq: ReviewRecorded(
                 review_id=review_id,
                 decision=request.decision,
@@ -123,7 +131,14 @@ def settle(
         }
         after = with_fact(state, fact, stream.seq + 1)
         return chain.commit(
-            CommitRequest(stream, actor.id, fact, idempotency=idem, head=candidate_head(after, config)),
+            CommitRequest(
+                stream,
+                actor.id,
+                fact,
+                idempotency=idem,
+                head=candidate_head(after, config),
+                outbox=forge_outbox(config, project, state.candidate),
+            ),
             lambda seq: TaskSettled(task_id=task_id, plan_digest=current, settled=True, seq=seq),
         )
 

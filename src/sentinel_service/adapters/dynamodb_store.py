@@ -21,6 +21,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sentinel_domain.audit import TAMPER_MARK
 from sentinel_domain.canonical import canonical_text
 from sentinel_domain.errors import StoreConflict, StoreUnavailable
+from sentinel_domain.forge_checks import CheckRecord
 from sentinel_domain.ports import Append, ClaimTaken, IdempotencyRecord, Stream, StreamRef
 from sentinel_service.adapters.dynamodb_items import (
     assemble_stream,
@@ -41,11 +42,13 @@ from sentinel_service.adapters.dynamodb_items import (
     text_of,
 )
 from sentinel_service.adapters.state_layout import (
+    CHECK_RECORDS_PK,
     CLAIM_PREFIX,
     EVENT_PREFIX,
     HEAD_SK,
     OUTBOX_PREFIX,
     check_append,
+    check_record_sk,
     check_transaction,
     idempotency_sk,
     partition,
@@ -316,6 +319,58 @@ class DynamoStateStore:
         rows = [claim_row(i) for i in items[:limit]]
         next_cursor = claim_cursor(items[limit - 1]) if len(items) > limit else None
         return rows, next_cursor
+
+    # ---- forge check records (sentinel_domain.forge_checks) ------------------------------------------
+    # One partition, `FORGE#CHECKS`, apart from every chain (a chain's Query never reads a record): the
+    # publisher's only write is there, so its IAM grant is conditioned on that leading key.
+
+    def check_record(self, project: str, candidate_id: str) -> CheckRecord | None:
+        item = self._get(CHECK_RECORDS_PK, check_record_sk(project, candidate_id))
+        return CheckRecord.from_item(json.loads(text_of(item, "record"))) if item else None
+
+    def put_check_record(self, record: CheckRecord) -> bool:
+        item = {
+            PK: {"S": CHECK_RECORDS_PK},
+            SK: {"S": check_record_sk(record.project, record.candidate_id)},
+            "version": {"N": str(record.version)},
+            "record": {"S": json.dumps(record.as_item(), sort_keys=True, separators=(",", ":"))},
+        }
+        if record.due_at:
+            item["due_at"] = {"S": record.due_at}  # sparse: a record with nothing due has none
+        condition: dict[str, Any] = (
+            {"ConditionExpression": "attribute_not_exists(#pk)", "ExpressionAttributeNames": {"#pk": PK}}
+            if record.version == 1
+            else {
+                "ConditionExpression": "#version = :previous",
+                "ExpressionAttributeNames": {"#version": "version"},
+                "ExpressionAttributeValues": {":previous": {"N": str(record.version - 1)}},
+            }
+        )
+        try:
+            self._call("PutItem", expected=("ConditionalCheckFailedException",), Item=item, **condition)
+        except ClientError:
+            return False
+        return True
+
+    def check_records_due(
+        self, before: str, limit: int, cursor: str | None
+    ) -> tuple[list[CheckRecord], str | None]:
+        """One Query of the records' partition, filtered on `due_at` (a filter still reads every record of
+        the partition: fine for thousands of open checks; a sparse index on `due_at` is the next step)."""
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": "#pk = :pk",
+            "FilterExpression": "#due <= :before",
+            "ExpressionAttributeNames": {"#pk": PK, "#due": "due_at"},
+            "ExpressionAttributeValues": {":pk": {"S": CHECK_RECORDS_PK}, ":before": {"S": before}},
+            "ConsistentRead": True,
+            "Limit": max(1, limit),
+        }
+        if cursor:
+            kwargs["ExclusiveStartKey"] = {PK: {"S": CHECK_RECORDS_PK}, SK: {"S": cursor}}
+        response = self._call("Query", **kwargs)
+        records = [CheckRecord.from_item(json.loads(text_of(i, "record"))) for i in response.get("Items", [])]
+        last = response.get("LastEvaluatedKey")
+        return records, (text_of(last, SK) if last else None)
 
     # ---- idempotency ------------------------------------------------------------------------------------
 

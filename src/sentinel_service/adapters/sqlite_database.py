@@ -23,7 +23,7 @@ from pathlib import Path
 
 from sentinel_domain.errors import StoreUnavailable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds a writer waits for another's write lock before giving up
 
 # Version 1. Chains use the DynamoDB partition names (`P#{project}`, `P#{project}#C#{candidate}`) as their
@@ -103,8 +103,19 @@ _SCHEMA_V1 = (
         expires_at TEXT NOT NULL
     ) WITHOUT ROWID""",
 )
+# Version 2: each candidate's published forge check (sentinel_domain.forge_checks.CheckRecord), keyed as in
+# DynamoDB, with its version (the conditional write) and `due_at` (the sweep's index) beside the record.
+_SCHEMA_V2 = (
+    """CREATE TABLE forge_checks (
+        record_key TEXT PRIMARY KEY,
+        version INTEGER NOT NULL,
+        due_at TEXT NOT NULL,
+        record TEXT NOT NULL
+    ) WITHOUT ROWID""",
+    "CREATE INDEX forge_checks_due ON forge_checks (due_at, record_key) WHERE due_at != ''",
+)
 # MIGRATIONS[n] takes a database from version n to n + 1.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_SCHEMA_V1,)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_SCHEMA_V1, _SCHEMA_V2)
 
 _REASONS = (
     ("SQLITE_BUSY", "the database is locked by another connection for longer than the busy timeout"),

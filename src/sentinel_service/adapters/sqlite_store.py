@@ -16,12 +16,14 @@ import sqlite3
 from typing import Any
 
 from sentinel_domain.errors import StoreConflict
+from sentinel_domain.forge_checks import CheckRecord
 from sentinel_domain.ports import Append, ClaimTaken, IdempotencyRecord, Stream, StreamRef
 from sentinel_service.adapters.sqlite_database import SqliteDatabase
 from sentinel_service.adapters.state_layout import (
     OUTBOX_PREFIX,
     Pager,
     check_append,
+    check_record_sk,
     check_transaction,
     claim_fields,
     decode_claim_cursor,
@@ -257,6 +259,44 @@ class SqliteStateStore:
             ).fetchall()
         claims = [dict(zip(_CLAIM_ROW, row[1:], strict=True)) for row in rows[:limit]]
         return claims, (encode_claim_cursor(pk, rows[limit - 1][0]) if len(rows) > limit else None)
+
+    # ---- forge check records (sentinel_domain.forge_checks) ------------------------------------------
+
+    def check_record(self, project: str, candidate_id: str) -> CheckRecord | None:
+        with self.db.read() as connection:
+            row = connection.execute(
+                "SELECT record FROM forge_checks WHERE record_key = ?",
+                (check_record_sk(project, candidate_id),),
+            ).fetchone()
+        return CheckRecord.from_item(json.loads(row[0])) if row is not None else None
+
+    def put_check_record(self, record: CheckRecord) -> bool:
+        key = check_record_sk(record.project, record.candidate_id)
+        with self.db.write() as connection:
+            row = connection.execute(
+                "SELECT version FROM forge_checks WHERE record_key = ?", (key,)
+            ).fetchone()
+            if (int(row[0]) if row is not None else 0) != record.version - 1:
+                return False
+            connection.execute(
+                "INSERT OR REPLACE INTO forge_checks (record_key, version, due_at, record) "
+                "VALUES (?, ?, ?, ?)",
+                (key, record.version, record.due_at, json.dumps(record.as_item(), sort_keys=True)),
+            )
+        return True
+
+    def check_records_due(
+        self, before: str, limit: int, cursor: str | None
+    ) -> tuple[list[CheckRecord], str | None]:
+        limit = max(1, limit)
+        with self.db.read() as connection:
+            rows = connection.execute(
+                "SELECT record_key, record FROM forge_checks WHERE due_at != '' AND due_at <= ? "
+                "AND (? IS NULL OR record_key > ?) ORDER BY record_key LIMIT ?",
+                (before, cursor, cursor, limit + 1),
+            ).fetchall()
+        records = [CheckRecord.from_item(json.loads(row[1])) for row in rows[:limit]]
+        return records, (str(rows[limit - 1][0]) if len(rows) > limit else None)
 
     # ---- idempotency ------------------------------------------------------------------------------------
 

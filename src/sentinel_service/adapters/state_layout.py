@@ -58,6 +58,13 @@ def outbox_sk(seq: int, index: int, entry: dict[str, Any]) -> str:
     return OUTBOX_PREFIX + str(entry.get("outbox_id") or f"{seq:010d}-{index}")
 
 
+CHECK_RECORDS_PK = "FORGE#CHECKS"  # the partition of every published forge check's record
+
+
+def check_record_sk(project: str, candidate_id: str) -> str:
+    return partition(StreamRef(project, candidate_id))
+
+
 # ---- one append -------------------------------------------------------------------------------------------
 
 
