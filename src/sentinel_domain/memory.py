@@ -13,6 +13,7 @@ from typing import Any
 from .errors import Refusal, StoreConflict
 from .forge_checks import CheckRecord
 from .integrity import CHECKPOINT_KIND, ChainSeal, CheckpointForged, WitnessBook
+from .notifications import OUTBOX_KIND as NOTIFICATION_KIND
 from .ports import Append, ClaimTaken, IdempotencyRecord, Stream, StreamRef
 
 
@@ -45,6 +46,9 @@ class MemoryStore:
         # The checkpoint items every sealed append carries, kept apart from the side effects (the outbox the
         # rules speak of): a relay would move them to the witness.
         self.checkpoint_items: list[dict[str, Any]] = []
+        # Notifications (sentinel_domain.notifications) ride the same outbox, kept apart from the actions'
+        # side effects so that a count of side effects stays a count of executions.
+        self.notifications: list[dict[str, Any]] = []
         self.loads = 0
         self.head_loads = 0
         # Each candidate's published forge check (sentinel_domain.forge_checks), beside the chains.
@@ -61,6 +65,7 @@ class MemoryStore:
                     for r, s in self.streams.items()
                 ),
                 len(self.outbox),
+                len(self.notifications),
                 sorted(
                     (r.project, r.candidate_id or "", scope, key, rec.status)
                     for (r, scope, key), rec in self.idempotency.items()
@@ -115,7 +120,14 @@ class MemoryStore:
             stream.head = dict(a.head)
             self.streams[a.ref] = stream
             for entry in copy.deepcopy(a.outbox):
-                kept = self.checkpoint_items if entry.get("kind") == CHECKPOINT_KIND else self.outbox
+                kind = entry.get("kind")
+                kept = (
+                    self.checkpoint_items
+                    if kind == CHECKPOINT_KIND
+                    else self.notifications
+                    if kind == NOTIFICATION_KIND
+                    else self.outbox
+                )
                 kept.append(entry)
             if a.idempotency is not None:
                 rec = a.idempotency

@@ -4,6 +4,7 @@ established, nothing the gate cannot establish refuses: it is a finding, and the
 
 from typing import Any, NamedTuple
 
+from .. import notifications
 from ..canonical import digest
 from ..decision import Decision, Finding, decide, finding, findings_digest, hold
 from ..errors import Refusal, StoreConflict, StoreUnavailable
@@ -226,6 +227,8 @@ def record_decision(
             if basis.state is not None
             else []
         )
+        # Announced in the same write as the fact: a replay, which writes nothing, announces nothing.
+        outbox += notifications.for_recorded_decision(project, basis.state, verdict, stream.seq + 1)
         return chain.commit(
             CommitRequest(stream, actor.id, fact, idempotency=idem, head=head, outbox=outbox),
             lambda seq: DecisionRecorded(**dict(verdict), as_of_source="service", seq=seq, receipt=receipt),

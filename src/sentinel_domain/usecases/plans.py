@@ -4,7 +4,7 @@ fallback: DOMAIN.md rule 23); judged by preflight; stored as the candidate's nex
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .. import proposals
+from .. import notifications, proposals
 from ..errors import IF_MATCH_MISSING, IF_MATCH_STALE, Refusal
 from ..forge_checks import forge_outbox
 from ..models import Actor, ProjectConfig
@@ -92,6 +92,10 @@ def _store_plan(
             shown.update(mode=mode, fallback_reason=reason)
         return answers.model_validate(shown)
 
+    # Every stored version needs approvals of its own digest: ask for them in the same write.
+    outbox = notifications.review_requested(
+        project, state.candidate, fact, config.approvals_required, stream.seq + 1
+    )
     return chain.commit(
         CommitRequest(
             stream,
@@ -99,7 +103,7 @@ def _store_plan(
             fact,
             idempotency=idem,
             head=candidate_head(after, config),
-            outbox=forge_outbox(config, project, state.candidate),
+            outbox=[*forge_outbox(config, project, state.candidate), *outbox],
         ),
         outcome,
     )
