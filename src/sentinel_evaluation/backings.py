@@ -78,10 +78,13 @@ class SqliteBacking:
             return connection.execute(sql).fetchall()
 
     def outbox(self) -> list[dict[str, Any]]:
-        # Side effects only: the checkpoint items every append carries go to the witness, not to the bus.
+        # The actions' side effects only, as MemoryStore.outbox keeps them: the checkpoint items every append
+        # carries go to the witness, not to the bus, and notifications are judged by their own tests.
         return [
             json.loads(item)
-            for (item,) in self._rows("SELECT item FROM outbox WHERE kind != 'checkpoint' ORDER BY position")
+            for (item,) in self._rows(
+                "SELECT item FROM outbox WHERE kind NOT IN ('checkpoint', 'notification') ORDER BY position"
+            )
         ]
 
     def snapshot(self) -> tuple[Any, ...]:

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
+from urllib.parse import urlsplit
 
 # The retention periods CloudWatch Logs accepts (days).
 LOG_RETENTION_DAYS = (
@@ -50,6 +51,11 @@ EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 STAGE = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
 MODEL_ID = re.compile(r"^[A-Za-z0-9._:/-]{0,200}$")
 REGION = re.compile(r"^([a-z]{2}(-[a-z]+)+-\d)?$")
+# An HTTP header name (RFC 9110 token), as EventBridge connections take the API key's header.
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,512}$")
+# What an EventBridge API destination accepts as its invocation endpoint, at most (2,048 characters).
+MAX_ENDPOINT_LENGTH = 2048
+FLAGS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
 class ConfigError(ValueError):
@@ -92,6 +98,12 @@ class DeploymentConfig:
     # How long S3 Object Lock (compliance mode) keeps each witnessed checkpoint and tamper finding: nobody,
     # the account's root user included, can delete or shorten it before then.
     witness_retention_days: int = 400
+    # Notifications (docs/notifications.md), off by default: an SNS topic for them, and a webhook (an
+    # EventBridge API destination, HTTPS only, its API key a secret the operator fills) with a chat message.
+    notify_sns: bool = False
+    notify_webhook_url: str = ""
+    notify_webhook_api_key_header: str = "x-api-key"
+    notify_webhook_rate_per_second: int = 1
 
     @staticmethod
     def context_key(field_name: str) -> str:
@@ -113,7 +125,10 @@ class DeploymentConfig:
             raw = get(key)
             if raw is None:
                 continue
-            values[f.name] = _int(key, raw) if isinstance(f.default, int) else str(raw).strip()
+            if isinstance(f.default, bool):  # before int: a bool is an int
+                values[f.name] = _flag(key, raw)
+            else:
+                values[f.name] = _int(key, raw) if isinstance(f.default, int) else str(raw).strip()
         config = cls(**values)
         config.check()
         return config
@@ -173,6 +188,44 @@ class DeploymentConfig:
         )
         _require(self.token_key_generation >= 1, "tokenKeyGeneration", "1 or more")
         _require(1 <= self.witness_retention_days <= 36_500, "witnessRetentionDays", "1 to 36500 days")
+        _require(
+            not self.notify_webhook_url or _https_endpoint(self.notify_webhook_url),
+            "notifyWebhookUrl",
+            f"an https:// URL with a host, no credentials and no spaces, at most {MAX_ENDPOINT_LENGTH} "
+            "characters, or ''",
+        )
+        _require(
+            HEADER_NAME.match(self.notify_webhook_api_key_header),
+            "notifyWebhookApiKeyHeader",
+            "an HTTP header name",
+        )
+        _require(
+            1 <= self.notify_webhook_rate_per_second <= 300,
+            "notifyWebhookRatePerSecond",
+            "1 to 300 invocations per second",
+        )
+
+
+def _https_endpoint(url: str) -> bool:
+    """An endpoint a notification may go to: HTTPS (never plain HTTP), a host, no user:password@ (a secret
+    in the template), nothing a URL parser and EventBridge could read differently."""
+    if len(url) > MAX_ENDPOINT_LENGTH or any(c.isspace() or ord(c) < 0x21 or ord(c) > 0x7E for c in url):
+        return False
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        return False
+    return parts.scheme == "https" and bool(parts.hostname) and "@" not in parts.netloc and "\\" not in url
+
+
+def _flag(key: str, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    value = FLAGS.get(str(raw).strip().lower())
+    if value is None:
+        raise ConfigError(f"context {key}: expected true or false, got {raw!r}")
+    return value
 
 
 def _int(key: str, raw: Any) -> int:

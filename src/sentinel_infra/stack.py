@@ -16,6 +16,7 @@ from sentinel_infra.constructs.forge_checks import ForgeChecks
 from sentinel_infra.constructs.integrity import Integrity
 from sentinel_infra.constructs.layers import Layers
 from sentinel_infra.constructs.monitoring import Monitoring
+from sentinel_infra.constructs.notifications import Notifications, enabled
 from sentinel_infra.constructs.receipts import ReceiptKey
 from sentinel_infra.constructs.service_function import ServiceFunction
 from sentinel_infra.constructs.tables import Tables
@@ -237,6 +238,13 @@ class SentinelStack(cdk.Stack):
             email=config.alarm_email,
         )
         self.budget.node.add_dependency(self.monitoring.topic)  # Budgets checks it may publish when created
+        self.notifications = (
+            Notifications(
+                self, "Notifications", config=config, bus=self.relay.bus, alarm_topic=self.monitoring.topic
+            )
+            if enabled(config)
+            else None
+        )
         self._outputs(every_function, functions_zip)
 
     def _model_arns(self, config: DeploymentConfig) -> list[str]:

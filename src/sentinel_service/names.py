@@ -108,6 +108,12 @@ OUTBOX_KIND_CHECKPOINT = "checkpoint"
 # The forge check items (sentinel_domain.forge_checks): the bus's rule hands them to the publisher function.
 OUTBOX_KIND_FORGE_CHECK = "forge_check"
 OUTBOX_KIND_FORGE_RECHECK = "forge_recheck"
+# Notifications (docs/notifications.md) are outbox items of this kind, relayed like every side effect; their
+# event name and chat text are also attributes of the item, so an EventBridge rule can route and transform
+# them (the `item` JSON reaches the bus as one string).
+OUTBOX_KIND_NOTIFICATION = "notification"
+NOTIFICATION_EVENT_ATTRIBUTE = "notification_event"
+NOTIFICATION_TEXT_ATTRIBUTE = "notification_text"
 
 # ---- the witness (S3 under Object Lock) and the chain verifier ---------------------------------------------
 WITNESS_WRITER_FUNCTION = "witness_writer"  # fed by the state table's stream (a pipe), never by the API

@@ -142,6 +142,13 @@ def _is_exists(value: Any) -> bool:
             names.DETAIL_TYPE_OUTBOX,
         ),
         (stream_record("O#0000000003-0", outbox_kind="dispatch_checks"), None),  # already relayed
+        # A notification is a side effect like an action's (docs/notifications.md)
+        (
+            stream_record(
+                "O#notification/cand_1/3/decision.changed", outbox_pending="1", outbox_kind="notification"
+            ),
+            names.DETAIL_TYPE_OUTBOX,
+        ),
         # A checkpoint outbox item feeds the witness writer, never the bus
         (stream_record("O#cp-3", outbox_pending="1", outbox_kind="checkpoint"), WITNESS_FEED),
         # Every change to a chain's head or events, whoever made it, tells the writer the chain moved

@@ -34,6 +34,7 @@ from sentinel_domain.usecases import LEASE_SECONDS, Gate
 from sentinel_service.adapters.dynamodb_store import DynamoStateStore
 from sentinel_service.adapters.tables import state_table_definition
 from sentinel_service.http.problems import refusal_headers, refusal_status
+from sentinel_service.names import OUTBOX_KIND_NOTIFICATION
 from support.world import BASE, CI, PROJECT, RECEIPT_SIGNER, REQUESTER, REV, REVIEWER, SEAL, World
 
 FILES = ["services/payments/api.py", "docs/guide.md"]
@@ -669,9 +670,13 @@ def audit_table(world: DynamoWorld, *, allow_in_progress: bool = False) -> Audit
     executed = [
         (pk, f["execution_id"]) for pk, fs in facts.items() for f in fs if f["type"] == "action.executed"
     ]
+    actions = [o for o in outbox if o.get("kind") != OUTBOX_KIND_NOTIFICATION]
     assert sorted(executed) == sorted(
-        (f"P#{o['project']}#C#{o['candidate_id']}", o["execution_id"]) for o in outbox
+        (f"P#{o['project']}#C#{o['candidate_id']}", o["execution_id"]) for o in actions
     ), "every side effect is exactly one audited execution"
+    for note in (o for o in outbox if o.get("kind") == OUTBOX_KIND_NOTIFICATION):
+        cause = facts[f"P#{note['project']}#C#{note['candidate_id']}"][note["seq"] - 1]
+        assert cause["type"] in ("decision.recorded", "plan.stored"), f"a notification of {cause['type']}"
     assert allow_in_progress or in_progress == 0, "an idempotency claim was left in progress"
     return Audit(chains, facts, outbox, in_progress, streams)
 

@@ -42,6 +42,11 @@ from sentinel_service.adapters.state_layout import (
     unpack_body,
 )
 from sentinel_service.adapters.tables import PK, SK
+from sentinel_service.names import (
+    NOTIFICATION_EVENT_ATTRIBUTE,
+    NOTIFICATION_TEXT_ATTRIBUTE,
+    OUTBOX_KIND_NOTIFICATION,
+)
 
 # The stored record keeps the shape earlier releases wrote and replay from: `response_status` beside the body.
 # Only writes that create take an Idempotency-Key and every kept answer is one, so it is always 201 (0 while
@@ -179,7 +184,7 @@ def assemble_stream(ref: StreamRef, items: list[dict[str, Any]], complete: bool,
 
 
 def outbox_item(pk: str, seq: int, index: int, entry: dict[str, Any], at: Any) -> dict[str, Any]:
-    return {
+    item = {
         PK: {"S": pk},
         SK: {"S": outbox_sk(seq, index, entry)},
         "item": {"S": json.dumps(entry, sort_keys=True, separators=(",", ":"))},
@@ -188,6 +193,13 @@ def outbox_item(pk: str, seq: int, index: int, entry: dict[str, Any], at: Any) -
         "seq": {"N": str(seq)},
         "recorded_at": {"S": str(at)},
     }
+    if entry.get("kind") == OUTBOX_KIND_NOTIFICATION:
+        # Beside the item's JSON, as attributes of their own: the relayed stream record carries `item` as a
+        # string, and an EventBridge rule can neither parse it nor route on what is inside it
+        # (sentinel_infra/constructs/notifications.py reads these two).
+        item[NOTIFICATION_EVENT_ATTRIBUTE] = {"S": str(entry.get("event", ""))}
+        item[NOTIFICATION_TEXT_ATTRIBUTE] = {"S": str(entry.get("text", ""))}
+    return item
 
 
 def outbox_row(item: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,243 @@
+"""Notification targets (sentinel_infra/constructs/notifications.py, docs/notifications.md): off by default;
+with `notifySns` and `notifyWebhookUrl` an SNS topic only the notification rule may publish to, and an HTTPS
+API destination that receives a chat body, both retried into a dead-letter queue that raises an alarm.
+
+The rule and its input transformers are checked against a real notification: built by the core, written as
+the DynamoDB adapter writes it, and relayed as the outbox pipe relays it."""
+
+import json
+import re
+from typing import Any
+
+import pytest
+from infrastructure.test_stack_state import matches
+
+from sentinel_domain import notifications
+from sentinel_domain.decision import Decision, Finding
+from sentinel_infra.config import ConfigError, DeploymentConfig
+from sentinel_service import names
+from sentinel_service.adapters.dynamodb_items import outbox_item
+from support.infra import WEBHOOK_URL, Synthesized, ref_name, statements
+
+RULE_NAME = "sentinel-test-notifications"
+HOSTILE_TEST = 'test_x <!channel> [click](https://evil.example) "quoted" \\ back'
+
+
+def rule(synth: Synthesized) -> dict[str, Any]:
+    [found] = [
+        r for r in synth.properties("AWS::Events::Rule") if r.get("Name", "").endswith("-notifications")
+    ]
+    return found
+
+
+def relayed(entry: dict[str, Any], event_name: str = "INSERT") -> dict[str, Any]:
+    """The event the outbox pipe puts on the bus for one outbox item, as the DynamoDB adapter writes it."""
+    image = outbox_item("P#demo#C#cand_1", entry.get("seq", 3), 0, entry, entry.get("recorded_at", ""))
+    record = {"eventName": event_name, "dynamodb": {"Keys": {}, "NewImage": image}}
+    return {"source": names.EVENT_SOURCE, "detail-type": names.DETAIL_TYPE_OUTBOX, "detail": record}
+
+
+def a_notification() -> dict[str, Any]:
+    verdict = Decision(
+        decision="hold",
+        findings=[Finding(code="EVIDENCE_NEGATIVE", detail=f"failing test: {HOSTILE_TEST}")],
+        plan_digest="d" * 64,
+        revision="a" * 40,
+        as_of="2026-11-29T12:00:00.000000Z",
+        facts_digest="f" * 64,
+    )
+    candidate = {"candidate_id": "cand_1", "subject": "payments", "revision": "a" * 40, "environment": "prod"}
+    [changed] = notifications.decision_notifications("demo", candidate, None, verdict, 3)
+    return changed
+
+
+def transform(transformer: dict[str, Any], event: dict[str, Any]) -> Any:
+    """EventBridge's input transformer for the paths the rule uses: each <name> becomes the JSON value at its
+    path, and the template must then be JSON."""
+    values = {}
+    for name, path in transformer["InputPathsMap"].items():
+        value: Any = event
+        for part in path.removeprefix("$.").split("."):
+            value = value[part]
+        values[name] = value
+    body = re.sub(r"<([^<>]+)>", lambda m: json.dumps(values[m.group(1)]), transformer["InputTemplate"])
+    return json.loads(body)
+
+
+def target_of(synth: Synthesized, kind: str) -> dict[str, Any]:
+    ids = set(synth.of_type(kind))
+    [found] = [t for t in rule(synth)["Targets"] if ref_name(t["Arn"]) in ids]
+    return found
+
+
+# ---- off by default ----------------------------------------------------------------------------------------
+
+
+def test_notifications_are_off_by_default(synthesized_defaults: Synthesized) -> None:
+    # Given cdk.json's defaults, Then no notification rule, topic, webhook or secret exists
+    for kind in ("AWS::Events::ApiDestination", "AWS::Events::Connection"):
+        assert synthesized_defaults.of_type(kind) == {}, kind
+    assert not [r for r in synthesized_defaults.properties("AWS::Events::Rule") if "Name" in r]
+    assert [t.get("DisplayName") for t in synthesized_defaults.properties("AWS::SNS::Topic")] == [
+        "Sentinel dev alarms"
+    ]
+    assert not any("Notifications" in key for key in synthesized_defaults.resources)
+
+
+# ---- the rule ----------------------------------------------------------------------------------------------
+
+
+def test_the_rule_takes_new_notification_items_from_the_bus_and_nothing_else(
+    synthesized: Synthesized,
+) -> None:
+    pattern = rule(synthesized)["EventPattern"]
+    note = a_notification()
+    action = {"outbox_id": "cand_1/exe_1", "kind": "action", "action_type": "promote"}
+    # Then a relayed notification matches, once (its insert), and an action or a checkpoint never does
+    assert matches(pattern, relayed(note))
+    assert not matches(pattern, relayed(note, "MODIFY"))
+    assert not matches(pattern, relayed(action))
+    assert not matches(pattern, relayed({"kind": names.OUTBOX_KIND_CHECKPOINT}))
+    assert rule(synthesized)["Name"] == RULE_NAME
+
+
+def test_the_webhook_gets_a_chat_body_with_the_escaped_text(synthesized: Synthesized) -> None:
+    # Given the webhook target and a notification quoting a hostile test name
+    target = target_of(synthesized, "AWS::Events::ApiDestination")
+    note = a_notification()
+    # When the rule transforms the relayed event
+    body = transform(target["InputTransformer"], relayed(note))
+    # Then the webhook receives exactly {"text": ...}, the core's escaped text, as JSON
+    assert body == {"text": note["text"]}
+    assert "<!channel>" not in body["text"] and "https://" not in body["text"]
+    assert target["HttpParameters"]["HeaderParameters"] == {"Content-Type": "application/json"}
+
+
+def test_the_topic_gets_the_event_its_text_and_the_whole_notification(synthesized: Synthesized) -> None:
+    target = target_of(synthesized, "AWS::SNS::Topic")
+    note = a_notification()
+    body = transform(target["InputTransformer"], relayed(note))
+    assert body["event"] == "decision.changed" and body["text"] == note["text"]
+    assert json.loads(body["notification"]) == note
+
+
+def test_both_targets_retry_then_dead_letter_into_an_alarmed_encrypted_queue(
+    synthesized: Synthesized,
+) -> None:
+    queues = {
+        k: q for k, q in synthesized.of_type("AWS::SQS::Queue").items() if k.startswith("Notifications")
+    }
+    [(queue_id, queue)] = queues.items()
+    assert queue["Properties"]["SqsManagedSseEnabled"] is True
+    for kind in ("AWS::SNS::Topic", "AWS::Events::ApiDestination"):
+        target = target_of(synthesized, kind)
+        assert ref_name(target["DeadLetterConfig"]["Arn"]) == queue_id, kind
+        assert target["RetryPolicy"]["MaximumRetryAttempts"] > 0, kind
+        assert target["RetryPolicy"]["MaximumEventAgeInSeconds"] <= 86400, kind
+    # And the queue's policy lets only this rule send, and only over TLS
+    [policy] = [
+        p
+        for p in synthesized.properties("AWS::SQS::QueuePolicy")
+        if [ref_name(q) for q in p["Queues"]] == [queue_id]
+    ]
+    allows = [s for s in statements(policy["PolicyDocument"]) if s["Effect"] == "Allow"]
+    assert allows and all(s["Principal"] == {"Service": "events.amazonaws.com"} for s in allows)
+    assert all("aws:SourceArn" in s["Condition"]["ArnEquals"] for s in allows)
+    assert any(
+        s["Effect"] == "Deny" and "aws:SecureTransport" in json.dumps(s)
+        for s in statements(policy["PolicyDocument"])
+    )
+    # And its first message raises an alarm on the stack's alarm topic
+    [alarm] = [
+        a
+        for a in synthesized.properties("AWS::CloudWatch::Alarm")
+        if a.get("AlarmName") == "sentinel-test-notification-dead-letters"
+    ]
+    assert alarm["Threshold"] == 1
+    assert [d["Value"] for d in alarm["Dimensions"]] == [{"Fn::GetAtt": [queue_id, "QueueName"]}]
+    assert alarm["AlarmActions"]
+
+
+# ---- the topic ---------------------------------------------------------------------------------------------
+
+
+def _names_this_rule(condition: dict[str, Any]) -> bool:
+    arn = json.dumps(condition["ArnEquals"]["aws:SourceArn"])
+    return arn.endswith(f'"/{RULE_NAME}"]]}}') and "AWS::AccountId" in json.dumps(condition["StringEquals"])
+
+
+def test_only_the_rule_may_publish_to_the_encrypted_topic(synthesized: Synthesized) -> None:
+    [(topic_id, topic)] = [
+        (k, t) for k, t in synthesized.of_type("AWS::SNS::Topic").items() if k.startswith("Notifications")
+    ]
+    key_id = ref_name(topic["Properties"]["KmsMasterKeyId"])
+    key = synthesized.resources[key_id]["Properties"]
+    assert key["EnableKeyRotation"] is True
+    # Then the topic's policy has one Allow: EventBridge, on behalf of this rule in this account
+    [policy] = [
+        p
+        for p in synthesized.properties("AWS::SNS::TopicPolicy")
+        if [ref_name(t) for t in p["Topics"]] == [topic_id]
+    ]
+    found = statements(policy["PolicyDocument"])
+    allows = [s for s in found if s["Effect"] == "Allow"]
+    assert len(allows) == 1 and allows[0]["Principal"] == {"Service": "events.amazonaws.com"}
+    assert allows[0]["Action"] == "sns:Publish" and _names_this_rule(allows[0]["Condition"])
+    # And publishing without TLS is denied
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in found
+    )
+    # And the key lets EventBridge use it only for this rule
+    services = [
+        s for s in statements(key["KeyPolicy"]) if s["Principal"] == {"Service": "events.amazonaws.com"}
+    ]
+    assert len(services) == 1 and _names_this_rule(services[0]["Condition"])
+
+
+# ---- the webhook -------------------------------------------------------------------------------------------
+
+
+def test_the_webhook_is_https_rate_limited_and_keyed_by_a_secret_the_operator_fills(
+    synthesized: Synthesized,
+) -> None:
+    [destination] = synthesized.properties("AWS::Events::ApiDestination")
+    assert destination["InvocationEndpoint"] == WEBHOOK_URL and WEBHOOK_URL.startswith("https://")
+    assert destination["HttpMethod"] == "POST"
+    assert 1 <= destination["InvocationRateLimitPerSecond"] <= 300
+    [(connection_id, connection)] = synthesized.of_type("AWS::Events::Connection").items()
+    assert ref_name(destination["ConnectionArn"]) == connection_id
+    auth = connection["Properties"]
+    assert auth["AuthorizationType"] == "API_KEY"
+    key = auth["AuthParameters"]["ApiKeyAuthParameters"]
+    # The key is a dynamic reference to a secret of the stack, never a value in the template
+    secrets = set(synthesized.of_type("AWS::SecretsManager::Secret"))
+    joined = key["ApiKeyValue"]["Fn::Join"][1]
+    assert joined[0] == "{{resolve:secretsmanager:" and ref_name(joined[1]) in secrets
+    assert key["ApiKeyName"] == DeploymentConfig().notify_webhook_api_key_header
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://chat.example.com/hook",  # not HTTPS
+        "https://user:pass@chat.example.com/hook",  # a credential in the template
+        "https:///hook",  # no host
+        "https://chat.example.com/a b",
+        "ftp://chat.example.com",
+        "https://chat.example.com:port/x",
+        "https://" + "a" * 2100 + ".example.com",
+    ],
+)
+def test_a_webhook_that_is_not_plain_https_stops_the_synth(url: str) -> None:
+    with pytest.raises(ConfigError, match="notifyWebhookUrl"):
+        DeploymentConfig.from_context({"notifyWebhookUrl": url})
+
+
+@pytest.mark.parametrize(("raw", "value"), [("true", True), ("false", False), ("1", True), (True, True)])
+def test_the_sns_switch_reads_a_flag(raw: object, value: bool) -> None:
+    assert DeploymentConfig.from_context({"notifySns": raw}).notify_sns is value
+
+
+def test_a_switch_that_is_not_a_flag_stops_the_synth() -> None:
+    with pytest.raises(ConfigError, match="notifySns"):
+        DeploymentConfig.from_context({"notifySns": "maybe"})
