@@ -7,6 +7,7 @@ the DynamoDB adapter writes it, and relayed as the outbox pipe relays it."""
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,12 +16,47 @@ from infrastructure.test_stack_state import matches
 from sentinel_domain import notifications
 from sentinel_domain.decision import Decision, Finding
 from sentinel_infra.config import ConfigError, DeploymentConfig
+from sentinel_infra.packaging import exclusive
 from sentinel_service import names
 from sentinel_service.adapters.dynamodb_items import outbox_item
-from support.infra import WEBHOOK_URL, Synthesized, ref_name, statements
+from support.infra import CONTEXT, STACK, Synthesized, nag_findings, ref_name
 
 RULE_NAME = "sentinel-test-notifications"
+WEBHOOK_URL = "https://chat.example.com/hooks/sentinel"
+# The test context with both targets on, in a synth of its own: the stack's other tests read one alarm topic
+# and one rule, and stay as they are.
+NOTIFYING = {**CONTEXT, "notifySns": "true", "notifyWebhookUrl": WEBHOOK_URL}
 HOSTILE_TEST = 'test_x <!channel> [click](https://evil.example) "quoted" \\ back'
+
+
+@pytest.fixture(scope="session")
+def notifying(built: Path, shared_dir: Path) -> Synthesized:
+    """The stack with both notification targets, synthesized once per run with its acknowledgements applied
+    and cdk-nag checking: an unacknowledged finding fails the synth (`failure`)."""
+    outdir, done = shared_dir / "cdk.out.notifying", shared_dir / "synth-notifying.json"
+    with exclusive(shared_dir / ".synth-notifying.lock"):
+        if not done.exists():
+            from app import build_app
+
+            app, _ = build_app(NOTIFYING, outdir=str(outdir), build_dir=built)
+            try:
+                app.synth()
+                failure = ""
+            except RuntimeError as error:
+                failure = str(error)
+            done.write_text(json.dumps({"failure": failure}))
+    return Synthesized(
+        outdir=outdir,
+        build_dir=built,
+        template=json.loads((outdir / f"{STACK}.template.json").read_text()),
+        nag_findings=nag_findings(outdir) if (outdir / "validation-report.json").exists() else set(),
+        acknowledgements=[],
+        failure=json.loads(done.read_text())["failure"],
+    )
+
+
+def statements(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return document["Statement"]
 
 
 def rule(synth: Synthesized) -> dict[str, Any]:
@@ -84,13 +120,18 @@ def test_notifications_are_off_by_default(synthesized_defaults: Synthesized) -> 
     assert not any("Notifications" in key for key in synthesized_defaults.resources)
 
 
+def test_with_both_targets_the_stack_synthesizes_cdk_nag_clean(notifying: Synthesized) -> None:
+    assert notifying.failure == ""
+    assert not [f for f in notifying.nag_findings if "Notifications" in f[1]]
+
+
 # ---- the rule ----------------------------------------------------------------------------------------------
 
 
 def test_the_rule_takes_new_notification_items_from_the_bus_and_nothing_else(
-    synthesized: Synthesized,
+    notifying: Synthesized,
 ) -> None:
-    pattern = rule(synthesized)["EventPattern"]
+    pattern = rule(notifying)["EventPattern"]
     note = a_notification()
     action = {"outbox_id": "cand_1/exe_1", "kind": "action", "action_type": "promote"}
     # Then a relayed notification matches, once (its insert), and an action or a checkpoint never does
@@ -98,12 +139,12 @@ def test_the_rule_takes_new_notification_items_from_the_bus_and_nothing_else(
     assert not matches(pattern, relayed(note, "MODIFY"))
     assert not matches(pattern, relayed(action))
     assert not matches(pattern, relayed({"kind": names.OUTBOX_KIND_CHECKPOINT}))
-    assert rule(synthesized)["Name"] == RULE_NAME
+    assert rule(notifying)["Name"] == RULE_NAME
 
 
-def test_the_webhook_gets_a_chat_body_with_the_escaped_text(synthesized: Synthesized) -> None:
+def test_the_webhook_gets_a_chat_body_with_the_escaped_text(notifying: Synthesized) -> None:
     # Given the webhook target and a notification quoting a hostile test name
-    target = target_of(synthesized, "AWS::Events::ApiDestination")
+    target = target_of(notifying, "AWS::Events::ApiDestination")
     note = a_notification()
     # When the rule transforms the relayed event
     body = transform(target["InputTransformer"], relayed(note))
@@ -113,8 +154,8 @@ def test_the_webhook_gets_a_chat_body_with_the_escaped_text(synthesized: Synthes
     assert target["HttpParameters"]["HeaderParameters"] == {"Content-Type": "application/json"}
 
 
-def test_the_topic_gets_the_event_its_text_and_the_whole_notification(synthesized: Synthesized) -> None:
-    target = target_of(synthesized, "AWS::SNS::Topic")
+def test_the_topic_gets_the_event_its_text_and_the_whole_notification(notifying: Synthesized) -> None:
+    target = target_of(notifying, "AWS::SNS::Topic")
     note = a_notification()
     body = transform(target["InputTransformer"], relayed(note))
     assert body["event"] == "decision.changed" and body["text"] == note["text"]
@@ -122,22 +163,20 @@ def test_the_topic_gets_the_event_its_text_and_the_whole_notification(synthesize
 
 
 def test_both_targets_retry_then_dead_letter_into_an_alarmed_encrypted_queue(
-    synthesized: Synthesized,
+    notifying: Synthesized,
 ) -> None:
-    queues = {
-        k: q for k, q in synthesized.of_type("AWS::SQS::Queue").items() if k.startswith("Notifications")
-    }
+    queues = {k: q for k, q in notifying.of_type("AWS::SQS::Queue").items() if k.startswith("Notifications")}
     [(queue_id, queue)] = queues.items()
     assert queue["Properties"]["SqsManagedSseEnabled"] is True
     for kind in ("AWS::SNS::Topic", "AWS::Events::ApiDestination"):
-        target = target_of(synthesized, kind)
+        target = target_of(notifying, kind)
         assert ref_name(target["DeadLetterConfig"]["Arn"]) == queue_id, kind
         assert target["RetryPolicy"]["MaximumRetryAttempts"] > 0, kind
         assert target["RetryPolicy"]["MaximumEventAgeInSeconds"] <= 86400, kind
     # And the queue's policy lets only this rule send, and only over TLS
     [policy] = [
         p
-        for p in synthesized.properties("AWS::SQS::QueuePolicy")
+        for p in notifying.properties("AWS::SQS::QueuePolicy")
         if [ref_name(q) for q in p["Queues"]] == [queue_id]
     ]
     allows = [s for s in statements(policy["PolicyDocument"]) if s["Effect"] == "Allow"]
@@ -150,7 +189,7 @@ def test_both_targets_retry_then_dead_letter_into_an_alarmed_encrypted_queue(
     # And its first message raises an alarm on the stack's alarm topic
     [alarm] = [
         a
-        for a in synthesized.properties("AWS::CloudWatch::Alarm")
+        for a in notifying.properties("AWS::CloudWatch::Alarm")
         if a.get("AlarmName") == "sentinel-test-notification-dead-letters"
     ]
     assert alarm["Threshold"] == 1
@@ -166,17 +205,17 @@ def _names_this_rule(condition: dict[str, Any]) -> bool:
     return arn.endswith(f'"/{RULE_NAME}"]]}}') and "AWS::AccountId" in json.dumps(condition["StringEquals"])
 
 
-def test_only_the_rule_may_publish_to_the_encrypted_topic(synthesized: Synthesized) -> None:
+def test_only_the_rule_may_publish_to_the_encrypted_topic(notifying: Synthesized) -> None:
     [(topic_id, topic)] = [
-        (k, t) for k, t in synthesized.of_type("AWS::SNS::Topic").items() if k.startswith("Notifications")
+        (k, t) for k, t in notifying.of_type("AWS::SNS::Topic").items() if k.startswith("Notifications")
     ]
     key_id = ref_name(topic["Properties"]["KmsMasterKeyId"])
-    key = synthesized.resources[key_id]["Properties"]
+    key = notifying.resources[key_id]["Properties"]
     assert key["EnableKeyRotation"] is True
     # Then the topic's policy has one Allow: EventBridge, on behalf of this rule in this account
     [policy] = [
         p
-        for p in synthesized.properties("AWS::SNS::TopicPolicy")
+        for p in notifying.properties("AWS::SNS::TopicPolicy")
         if [ref_name(t) for t in p["Topics"]] == [topic_id]
     ]
     found = statements(policy["PolicyDocument"])
@@ -198,19 +237,19 @@ def test_only_the_rule_may_publish_to_the_encrypted_topic(synthesized: Synthesiz
 
 
 def test_the_webhook_is_https_rate_limited_and_keyed_by_a_secret_the_operator_fills(
-    synthesized: Synthesized,
+    notifying: Synthesized,
 ) -> None:
-    [destination] = synthesized.properties("AWS::Events::ApiDestination")
+    [destination] = notifying.properties("AWS::Events::ApiDestination")
     assert destination["InvocationEndpoint"] == WEBHOOK_URL and WEBHOOK_URL.startswith("https://")
     assert destination["HttpMethod"] == "POST"
     assert 1 <= destination["InvocationRateLimitPerSecond"] <= 300
-    [(connection_id, connection)] = synthesized.of_type("AWS::Events::Connection").items()
+    [(connection_id, connection)] = notifying.of_type("AWS::Events::Connection").items()
     assert ref_name(destination["ConnectionArn"]) == connection_id
     auth = connection["Properties"]
     assert auth["AuthorizationType"] == "API_KEY"
     key = auth["AuthParameters"]["ApiKeyAuthParameters"]
     # The key is a dynamic reference to a secret of the stack, never a value in the template
-    secrets = set(synthesized.of_type("AWS::SecretsManager::Secret"))
+    secrets = set(notifying.of_type("AWS::SecretsManager::Secret"))
     joined = key["ApiKeyValue"]["Fn::Join"][1]
     assert joined[0] == "{{resolve:secretsmanager:" and ref_name(joined[1]) in secrets
     assert key["ApiKeyName"] == DeploymentConfig().notify_webhook_api_key_header

@@ -26,15 +26,7 @@ ALL_FUNCTIONS = (*EVERY_FUNCTION, *BACKGROUND_FUNCTIONS)
 # inference profile), so their resources and acknowledgements are checked too.
 ALARM_EMAIL = "ops@example.com"
 MODEL_ID = "eu.anthropic.claude-sonnet-4-5-20250929-v1:0"
-WEBHOOK_URL = "https://chat.example.com/hooks/sentinel"
-CONTEXT = {
-    "stage": "test",
-    "alarmEmail": ALARM_EMAIL,
-    "modelProvider": "bedrock",
-    "modelId": MODEL_ID,
-    "notifySns": "true",  # both notification targets (docs/notifications.md); cdk.json leaves them off
-    "notifyWebhookUrl": WEBHOOK_URL,
-}
+CONTEXT = {"stage": "test", "alarmEmail": ALARM_EMAIL, "modelProvider": "bedrock", "modelId": MODEL_ID}
 STACK = names.stack_name("test")
 
 
