@@ -580,9 +580,10 @@ def _body(item: dict[str, Any]) -> dict[str, Any] | None:
 class Audit:
     chains: dict[str, int]  # partition -> length
     events: dict[str, list[dict[str, Any]]]  # partition -> facts, in order
-    outbox: list[dict[str, Any]]
+    outbox: list[dict[str, Any]]  # the actions' side effects, as MemoryStore.outbox keeps them
     in_progress: int
     streams: dict[StreamRef, Stream]
+    notifications: list[dict[str, Any]] = field(default_factory=list)
 
     def decision(self, candidate_id: str, at: Any) -> str:
         """The gate's verdict on exactly what the table holds (the same core, over a copy in memory)."""
@@ -670,15 +671,16 @@ def audit_table(world: DynamoWorld, *, allow_in_progress: bool = False) -> Audit
     executed = [
         (pk, f["execution_id"]) for pk, fs in facts.items() for f in fs if f["type"] == "action.executed"
     ]
-    actions = [o for o in outbox if o.get("kind") != OUTBOX_KIND_NOTIFICATION]
+    notes = [o for o in outbox if o.get("kind") == OUTBOX_KIND_NOTIFICATION]
+    outbox = [o for o in outbox if o.get("kind") != OUTBOX_KIND_NOTIFICATION]
     assert sorted(executed) == sorted(
-        (f"P#{o['project']}#C#{o['candidate_id']}", o["execution_id"]) for o in actions
+        (f"P#{o['project']}#C#{o['candidate_id']}", o["execution_id"]) for o in outbox
     ), "every side effect is exactly one audited execution"
-    for note in (o for o in outbox if o.get("kind") == OUTBOX_KIND_NOTIFICATION):
+    for note in notes:  # every notification announces a fact of its write (docs/notifications.md)
         cause = facts[f"P#{note['project']}#C#{note['candidate_id']}"][note["seq"] - 1]
         assert cause["type"] in ("decision.recorded", "plan.stored"), f"a notification of {cause['type']}"
     assert allow_in_progress or in_progress == 0, "an idempotency claim was left in progress"
-    return Audit(chains, facts, outbox, in_progress, streams)
+    return Audit(chains, facts, outbox, in_progress, streams, notes)
 
 
 def decision_of(world: DynamoWorld) -> str:

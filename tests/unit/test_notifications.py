@@ -163,6 +163,28 @@ def test_hostile_caller_text_is_escaped_for_chat() -> None:
     assert len(changed["text"].split("\n")) == 2  # the newline in the test name did not start a line
 
 
+def test_the_longest_text_a_caller_can_cause_stays_within_the_schema() -> None:
+    # Given every caller-chosen value at its longest and made of the character that escapes longest
+    candidate = {
+        "candidate_id": "c" * 60,
+        "subject": "&" * 200,
+        "revision": "a" * 64,
+        "environment": "a." * 63 + "a",
+    }
+    findings = [Finding(code="EVIDENCE_WRONG_ENVIRONMENT", detail="&" * 4000) for _ in range(9)]
+    now = Decision(
+        decision="hold",
+        findings=findings,
+        plan_digest=None,
+        revision="a" * 64,
+        as_of=AT,
+        facts_digest="f" * 64,
+    )
+    # When the change is announced, Then the text is bounded and the event valid
+    [changed] = notifications.decision_notifications("p" * 63, candidate, None, now, 1)
+    assert 4000 < len(valid(changed)["text"]) <= SCHEMA["oneOf"][0]["properties"]["text"]["maxLength"]
+
+
 @pytest.mark.parametrize(
     "value",
     ["<!here>", "@channel", "[x](http://a.b)", "http://a.b/c", "a`b`c", "\n", "", "x" * 500, "\u200f\u2066"],
