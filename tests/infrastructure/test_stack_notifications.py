@@ -7,6 +7,8 @@ the DynamoDB adapter writes it, and relayed as the outbox pipe relays it."""
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +17,14 @@ from infrastructure.test_stack_state import matches
 
 from sentinel_domain import notifications
 from sentinel_domain.decision import Decision, Finding
+from sentinel_infra import regions
 from sentinel_infra.config import ConfigError, DeploymentConfig
 from sentinel_infra.packaging import exclusive
 from sentinel_service import names
 from sentinel_service.adapters.dynamodb_items import outbox_item
-from support.infra import CONTEXT, STACK, Synthesized, nag_findings, ref_name
+from support.infra import CONTEXT, STACK, Synthesized, WithheldAcknowledgements, nag_findings, ref_name
+
+CFN_LINT = Path(sys.executable).with_name("cfn-lint")
 
 RULE_NAME = "sentinel-test-notifications"
 WEBHOOK_URL = "https://chat.example.com/hooks/sentinel"
@@ -31,27 +36,39 @@ HOSTILE_TEST = 'test_x <!channel> [click](https://evil.example) "quoted" \\ back
 
 @pytest.fixture(scope="session")
 def notifying(built: Path, shared_dir: Path) -> Synthesized:
-    """The stack with both notification targets, synthesized once per run with its acknowledgements applied
-    and cdk-nag checking: an unacknowledged finding fails the synth (`failure`)."""
+    """The stack with both notification targets, synthesized once per run as conftest synthesizes the test
+    context: with acknowledgements recorded instead of applied (`nag_findings`, `acknowledgements`), then
+    applied, when cdk-nag must pass (`failure`)."""
     outdir, done = shared_dir / "cdk.out.notifying", shared_dir / "synth-notifying.json"
     with exclusive(shared_dir / ".synth-notifying.lock"):
         if not done.exists():
+            import aws_cdk as cdk
+
             from app import build_app
 
+            recorded: list[tuple[str, str, str]] = []
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(
+                    cdk.Validations, "of", WithheldAcknowledgements(cdk.Validations.of, recorded).of
+                )
+                app, _ = build_app(NOTIFYING, outdir=str(outdir / "withheld"), build_dir=built)
+                with pytest.raises(RuntimeError, match="ValidationFailed"):
+                    app.synth()
             app, _ = build_app(NOTIFYING, outdir=str(outdir), build_dir=built)
             try:
                 app.synth()
                 failure = ""
             except RuntimeError as error:
                 failure = str(error)
-            done.write_text(json.dumps({"failure": failure}))
+            done.write_text(json.dumps({"acknowledgements": recorded, "failure": failure}))
+    run = json.loads(done.read_text())
     return Synthesized(
         outdir=outdir,
         build_dir=built,
         template=json.loads((outdir / f"{STACK}.template.json").read_text()),
-        nag_findings=nag_findings(outdir) if (outdir / "validation-report.json").exists() else set(),
-        acknowledgements=[],
-        failure=json.loads(done.read_text())["failure"],
+        nag_findings=nag_findings(outdir / "withheld"),
+        acknowledgements=[tuple(a) for a in run["acknowledgements"]],
+        failure=run["failure"],
     )
 
 
@@ -120,9 +137,33 @@ def test_notifications_are_off_by_default(synthesized_defaults: Synthesized) -> 
     assert not any("Notifications" in key for key in synthesized_defaults.resources)
 
 
-def test_with_both_targets_the_stack_synthesizes_cdk_nag_clean(notifying: Synthesized) -> None:
+def test_with_both_targets_cdk_nag_finds_only_what_is_acknowledged_and_cfn_lint_passes(
+    notifying: Synthesized,
+) -> None:
+    # Given cdk-nag's findings on the notification constructs with every acknowledgement withheld
+    findings = {(rule, path) for rule, path in notifying.nag_findings if "/Notifications/" in path}
+    acks = [
+        a for a in notifying.acknowledgements if "/Notifications/" in a[0] or a[0].endswith("/Notifications")
+    ]
+
+    def covers(ack: tuple[str, str, str], finding: tuple[str, str]) -> bool:
+        (path, rule, _), (finding_rule, finding_path) = ack, finding
+        return finding_rule == rule and (finding_path == path or finding_path.startswith(path + "/"))
+
+    # Then each is acknowledged with a reason, no acknowledgement is idle, and the stack synthesizes with them
+    assert [f for f in findings if not any(covers(a, f) for a in acks)] == []
+    assert acks and [a for a in acks if not any(covers(a, f) for f in findings)] == []
+    assert all(len(reason) >= 80 for _, _, reason in acks)
     assert notifying.failure == ""
-    assert not [f for f in notifying.nag_findings if "Notifications" in f[1]]
+    # And cfn-lint finds nothing in any region the region guard accepts
+    template = notifying.outdir / f"{STACK}.template.json"
+    accepted = regions.rule_regions(notifying.template)
+    done = subprocess.run(
+        [str(CFN_LINT), "-i", "W3005", "--regions", *accepted, "--", str(template)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 # ---- the rule ----------------------------------------------------------------------------------------------
