@@ -140,6 +140,12 @@ def test_the_needs_person_codes_are_decision_findings_of_the_domain() -> None:
     ), "the schema lists the same codes"
 
 
+def test_the_schema_describes_exactly_the_events_the_core_emits() -> None:
+    described = [v["properties"]["event"]["const"] for v in SCHEMA["oneOf"]]
+    assert described == list(notifications.EVENTS)
+    assert all(v["additionalProperties"] is False for v in SCHEMA["oneOf"])  # nothing rides along unnamed
+
+
 def test_a_stored_plan_asks_for_its_approvals() -> None:
     plan = {"plan_digest": "e" * 64, "plan_version": 2, "plan": {"tasks": [{}, {}]}, "mode": "model"}
     [asked] = notifications.review_requested(PROJECT, CANDIDATE, dict(plan, recorded_at=AT), 2, 5)
