@@ -5,8 +5,8 @@ Three events, schema docs/schemas/notification.v1.json (docs/notifications.md):
 - `decision.changed`: a recorded decision whose value differs from the candidate's previous recorded one (the
   first recorded decision counts, `from` null);
 - `review.requested`: a stored plan version, which needs `approvals_required` approvals of its digest;
-- `hold.needs_person`: a recorded hold whose findings are all in NEEDS_PERSON (nothing CI or the agent can
-  publish resolves them), emitted when that hold is new (not on the same hold recorded again).
+- `hold.needs_person`: a recorded hold with findings in NEEDS_PERSON (no publish by CI or the agent clears
+  them), emitted when those findings are new (not on the same hold recorded again).
 
 Pure functions of the fact being written and the state it was judged from: the use cases append their result
 to the `CommitRequest.outbox` of the same write, so a notification leaves exactly when its fact is committed,
@@ -35,9 +35,12 @@ REVIEW_REQUESTED = "review.requested"
 HOLD_NEEDS_PERSON = "hold.needs_person"
 EVENTS = (DECISION_CHANGED, REVIEW_REQUESTED, HOLD_NEEDS_PERSON)
 
-# Finding codes (DOMAIN.md) that only a person can resolve: a human reviewer must approve (again), a human
-# must amend a rejected or blocked plan, or settle a passed task. A hold whose findings all lie here waits for
-# a person, whatever CI publishes. The one list: the docs and the schema name it, the tests read it.
+# Finding codes (DOMAIN.md) that only a person can resolve: a human reviewer must approve the current digest
+# (missing, expired, rejected, or an approval of an older one), a human must amend a blocked plan, a reviewer
+# must settle a passed task, an operator must restore a tampered chain. A hold with any of them cannot become
+# ready by CI or the agent alone: it is the hold at which `sentinel-hook gate --wait` stops waiting
+# (sentinel_client.ci_wait.PERSON_ONLY, the same set: a test keeps the two equal), and the one a person hears
+# about. The docs and the schema name this list; the tests read it.
 NEEDS_PERSON = frozenset(
     {
         "REVIEW_MISSING",  # no approval of the current plan yet
@@ -46,6 +49,9 @@ NEEDS_PERSON = frozenset(
         "REVIEW_REJECTED",  # rejected: final for the digest, a person amends the plan
         "TASK_BLOCKED",  # a blocked task asks for a human amendment of the plan (rule 20)
         "TASK_NOT_SETTLED",  # settlement is a human reviewer's act (rule 22)
+        # An operator restores the chain (rule 25). A decision read from a tampered chain is refused rather
+        # than recorded, so no notification carries it today; listed so the set is the CI wait's.
+        "STATE_TAMPERED",
     }
 )
 
@@ -79,10 +85,11 @@ def chat_literal(value: Any, limit: int = LITERAL_LIMIT, *, redact: bool = False
     return f"`{text}`" if text else "`-`"
 
 
-def needs_person(decision: Decision) -> bool:
-    """A hold that nothing but a person's act can move: every finding is in NEEDS_PERSON."""
-    codes = {f.code for f in decision.findings}
-    return decision.decision == "hold" and bool(codes) and codes <= NEEDS_PERSON
+def person_codes(decision: Decision) -> list[str]:
+    """The codes of a hold that only a person can clear (none for a ready decision)."""
+    if decision.decision != "hold":
+        return []
+    return sorted({f.code for f in decision.findings} & NEEDS_PERSON)
 
 
 def finding_codes(findings: Iterable[Finding]) -> list[str]:
@@ -143,7 +150,7 @@ def decision_notifications(
 ) -> list[dict[str, Any]]:
     """What recording `verdict` at `seq` announces, given the candidate's previous `decision.recorded` fact
     (None for the first): `decision.changed` when the value changed, `hold.needs_person` when the hold waits
-    on a person and did not already (the same codes held before)."""
+    on a person for other reasons than it already did (not when the same person-only codes held before)."""
     codes = finding_codes(verdict.findings)
     before = previous.get("decision") if previous else None
     before_codes = sorted((previous or {}).get("finding_counts", {}))
@@ -167,8 +174,11 @@ def decision_notifications(
                 },
             )
         )
-    if needs_person(verdict) and (before != "hold" or before_codes != codes):
+    person = person_codes(verdict)
+    person_before = sorted(set(before_codes) & NEEDS_PERSON) if before == "hold" else []
+    if person and person != person_before:
         line = f"Sentinel: {_where(candidate, project)} holds until a person acts"
+        decisive = [f for f in verdict.findings if f.code in NEEDS_PERSON]
         out.append(
             _event(
                 HOLD_NEEDS_PERSON,
@@ -176,8 +186,8 @@ def decision_notifications(
                 candidate,
                 seq,
                 verdict.as_of,
-                "\n".join([line, *_finding_lines(verdict.findings)]),
-                {"finding_codes": codes, "plan_digest": verdict.plan_digest},
+                "\n".join([line, *_finding_lines(decisive)]),
+                {"person_codes": person, "finding_codes": codes, "plan_digest": verdict.plan_digest},
             )
         )
     return out

@@ -38,14 +38,17 @@ def test_a_decision_change_reaches_the_event_log_once(tmp_path: Path) -> None:
     world.gate.record_decision(PROJECT, cid, REQUESTER, None)
     relay.run_once()
     relay.run_once()  # a second round finds nothing left to publish
-    # Then the log holds the review request and one decision change, in the shape side effects have
+    # Then the log holds the review request, then one decision change and one call for a reviewer (the hold
+    # owes an approval), in the shape side effects have
     shown = [
         e for e in EventLog(tmp_path / "events.jsonl").events if e["detail-type"] == "sentinel.notification"
     ]
     assert [(e["source"], e["detail"]["event"]) for e in shown] == [
         ("sentinel", "review.requested"),
         ("sentinel", "decision.changed"),
+        ("sentinel", "hold.needs_person"),
     ]
+    assert shown[2]["detail"]["person_codes"] == ["REVIEW_MISSING"]
     changed = shown[1]["detail"]
     assert (changed["seq"], changed["from"], changed["to"]) == (first.seq, None, "hold")
     # And each is the event as the schema describes it, without the chain key's tag

@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 from unit.test_recorded_decisions import planned, ready_candidate
 
+from sentinel_client import ci_wait
 from sentinel_domain import notifications
 from sentinel_domain.decision import Decision, Finding
 from sentinel_domain.models import ReviewRequest
@@ -82,7 +83,7 @@ def assert_inert(text: str) -> None:
         (previous("ready"), verdict("hold", "EVIDENCE_STALE"), ["decision.changed"]),
         (previous("hold", "EVIDENCE_MISSING"), verdict("hold", "EVIDENCE_NEGATIVE"), []),
         (previous("ready"), verdict("ready"), []),
-        # A hold that only a person can move: announced once, when it becomes that hold
+        # A hold that only a person can move on: announced when its person-only findings are new
         (previous("ready"), verdict("hold", "REVIEW_EXPIRED"), ["decision.changed", "hold.needs_person"]),
         (None, verdict("hold", "REVIEW_MISSING"), ["decision.changed", "hold.needs_person"]),
         (previous("hold", "EVIDENCE_MISSING"), verdict("hold", "REVIEW_MISSING"), ["hold.needs_person"]),
@@ -92,8 +93,15 @@ def assert_inert(text: str) -> None:
             ["hold.needs_person"],
         ),
         (previous("hold", "REVIEW_MISSING"), verdict("hold", "REVIEW_MISSING"), []),
-        # Anything CI or the agent can still publish means nobody needs paging yet
-        (previous("hold", "EVIDENCE_MISSING"), verdict("hold", "REVIEW_MISSING", "EVIDENCE_MISSING"), []),
+        # ...whatever else the hold owes CI or the agent (a reviewer approves the plan before evidence exists)
+        (
+            previous("hold", "EVIDENCE_MISSING"),
+            verdict("hold", "REVIEW_MISSING", "EVIDENCE_MISSING"),
+            ["hold.needs_person"],
+        ),
+        (previous("hold", "REVIEW_MISSING", "EVIDENCE_MISSING"), verdict("hold", "REVIEW_MISSING"), []),
+        # A hold that owes nothing to a person is CI's or the agent's to move
+        (previous("hold", "REVIEW_MISSING"), verdict("hold", "EVIDENCE_STALE"), []),
     ],
 )
 def test_which_decision_transitions_emit_what(
@@ -112,7 +120,7 @@ def test_a_decision_change_says_from_and_to_with_its_findings() -> None:
     # Given a ready candidate whose approval expired
     now = verdict("hold", "REVIEW_EXPIRED", "EVIDENCE_STALE", detail="the approval of plan v1 expired")
     # When the hold is recorded
-    [changed] = notifications.decision_notifications(PROJECT, CANDIDATE, previous("ready"), now, 9)
+    changed, _paged = notifications.decision_notifications(PROJECT, CANDIDATE, previous("ready"), now, 9)
     # Then the event names both values and the codes, and its text is one line plus the findings
     assert (changed["from"], changed["to"]) == ("ready", "hold")
     assert changed["finding_codes"] == ["EVIDENCE_STALE", "REVIEW_EXPIRED"]
@@ -136,8 +144,23 @@ def test_the_needs_person_codes_are_decision_findings_of_the_domain() -> None:
     text = domain.read_text(encoding="utf-8").split("Decision findings:")[1].split("Preflight findings")[0]
     assert notifications.NEEDS_PERSON <= set(re.findall(r"`([A-Z_]+)`", text))
     assert notifications.NEEDS_PERSON == set(
-        SCHEMA["oneOf"][2]["properties"]["finding_codes"]["items"]["enum"]
+        SCHEMA["oneOf"][2]["properties"]["person_codes"]["items"]["enum"]
     ), "the schema lists the same codes"
+
+
+def test_a_person_hears_of_the_hold_at_which_the_ci_wait_stops() -> None:
+    # The CI wait (standard library only, so it cannot import the core) stops on the same set
+    assert notifications.NEEDS_PERSON == ci_wait.PERSON_ONLY
+
+
+def test_a_needs_person_hold_names_the_persons_findings_first() -> None:
+    now = verdict("hold", "EVIDENCE_MISSING", "REVIEW_MISSING", detail="no approval")
+    [_changed, paged] = notifications.decision_notifications(PROJECT, CANDIDATE, None, now, 4)
+    assert (paged["person_codes"], paged["finding_codes"]) == (
+        ["REVIEW_MISSING"],
+        ["EVIDENCE_MISSING", "REVIEW_MISSING"],
+    )
+    assert [line.split(" ")[1] for line in paged["text"].split("\n")[1:]] == ["REVIEW_MISSING"]
 
 
 def test_the_schema_describes_exactly_the_events_the_core_emits() -> None:
@@ -268,7 +291,7 @@ def test_an_expired_approval_pages_a_person_once() -> None:
     # Then the change and the need for a person are each announced once
     shown = notified(world)
     assert events(shown) == ["review.requested", "decision.changed", "decision.changed", "hold.needs_person"]
-    assert shown[-1]["finding_codes"] == ["REVIEW_EXPIRED"]
+    assert shown[-1]["person_codes"] == ["REVIEW_EXPIRED"]
     for item in shown:
         valid(item)
 
