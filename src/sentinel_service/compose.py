@@ -25,6 +25,7 @@ from sentinel_service import names
 from sentinel_service.settings import Settings
 
 if TYPE_CHECKING:
+    from sentinel_domain.forge import Forge
     from sentinel_domain.integrity import ChainSeal
     from sentinel_domain.ports import Clock, Ids, Proposer, StateStore, StreamRef, Witness
     from sentinel_domain.usecases import Gate
@@ -115,6 +116,9 @@ class Services:
         environ: Mapping[str, str] | None = None,
         timeouts: Mapping[str, Any] = API_TIMEOUTS,
         hold_chains: bool | None = None,
+        forge: Forge | None = None,
+        check_publisher: Callable[[str, str], Any] | None = None,
+        webhook_secret: bytes | None = None,
     ) -> None:
         self.settings = settings
         self._dynamodb = dynamodb
@@ -133,6 +137,9 @@ class Services:
         self._environ = environ
         self._timeouts = timeouts
         self._hold_chains = hold_chains
+        self._forge = forge
+        self.check_publisher = check_publisher  # (project, candidate_id): see forge_worker.publish_checks
+        self._webhook_secret = webhook_secret
         self._key_lock = threading.Lock()
 
     # ---- adapters --------------------------------------------------------------------------------------
@@ -213,6 +220,25 @@ class Services:
 
                 self._seal = load_chain_seal(self.settings, create=self._create_chain_key)
             return self._seal
+
+    def webhook_secret(self) -> bytes:
+        """The GitHub webhook's secret (adapters.webhook_secret); raises when it cannot be read, and every
+        delivery is refused meanwhile."""
+        if self._webhook_secret is not None:
+            return self._webhook_secret
+        from sentinel_service.adapters.webhook_secret import load_webhook_secret
+
+        return load_webhook_secret(self.settings)
+
+    @cached_property
+    def forge(self) -> Forge:
+        """The forge adapter handed in; else one that answers ForgeUnavailable (no adapter configured here):
+        the outbox keeps the delivery and retries it, nothing is attested meanwhile."""
+        if self._forge is not None:
+            return self._forge
+        from sentinel_service.adapters.no_forge import NoForge
+
+        return NoForge()
 
     @property
     def local_witness(self) -> bool:

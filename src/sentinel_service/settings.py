@@ -62,6 +62,9 @@ class Settings:
     chain_key_secret_arn: str | None = None
     witness_bucket: str | None = None
     witness_signing_key_id: str | None = None
+    # The GitHub webhook's secret (docs/github.md): a 0600 file locally, a Secrets Manager secret in AWS.
+    github_webhook_secret_file: str | None = None
+    github_webhook_secret_arn: str | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
@@ -96,4 +99,6 @@ class Settings:
             chain_key_secret_arn=e.get("SENTINEL_CHAIN_KEY_SECRET_ARN") or None,
             witness_bucket=e.get("SENTINEL_WITNESS_BUCKET") or None,
             witness_signing_key_id=e.get("SENTINEL_WITNESS_SIGNING_KEY_ID") or None,
+            github_webhook_secret_file=e.get("SENTINEL_GITHUB_WEBHOOK_SECRET_FILE") or None,
+            github_webhook_secret_arn=e.get("SENTINEL_GITHUB_WEBHOOK_SECRET_ARN") or None,
         )

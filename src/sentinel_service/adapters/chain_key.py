@@ -74,26 +74,32 @@ def read_key_file(path: str, create: bool = False) -> bytes:
     """The key in `path`, after checking that only its owner (this user) can read or replace it."""
     if create:
         create_key_file(path)
+    return _decode(read_owner_only_file(path, "chain key"), path)
+
+
+def read_owner_only_file(path: str, what: str) -> bytes:
+    """The bytes of `path`, a regular file (never followed through a link) that this user owns and nobody
+    else may read or write (mode 0600 or stricter). Anything else raises ChainKeyUnavailable naming `what`:
+    a secret others could read or replace is no secret (the webhook secret is read this way too)."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as error:
-        raise ChainKeyUnavailable(f"cannot read the chain key file {path}: {error.strerror}") from None
+        raise ChainKeyUnavailable(f"cannot read the {what} file {path}: {error.strerror}") from None
     with os.fdopen(descriptor, "rb") as handle:
         status = os.fstat(handle.fileno())
         if not stat.S_ISREG(status.st_mode):
-            raise ChainKeyUnavailable(f"the chain key file {path} is not a regular file")
+            raise ChainKeyUnavailable(f"the {what} file {path} is not a regular file")
         if status.st_uid != os.geteuid():
             raise ChainKeyUnavailable(
-                f"the chain key file {path} belongs to another user: whoever owns it could forge chains"
+                f"the {what} file {path} belongs to another user: whoever owns it could forge with it"
             )
         if status.st_mode & 0o077:
             raise ChainKeyUnavailable(
-                f"the chain key file {path} is open to group or others (mode "
+                f"the {what} file {path} is open to group or others (mode "
                 f"{stat.S_IMODE(status.st_mode):04o}): make it 0600 (chmod 600) after checking nobody else "
                 "read it"
             )
-        material = handle.read()
-    return _decode(material, path)
+        return handle.read()
 
 
 def create_key_file(path: str) -> bool:
