@@ -5,11 +5,11 @@ import json
 from typing import Any
 
 import pytest
+from unit.test_forge_webhook_receive import FORGE_CONFIG, SECRET, pull_request, sign
 
 from sentinel_gateway.gateway import LocalGateway
 from sentinel_service.http.routes import WEBHOOK_BODY, route_for
 from support.world import World
-from unit.test_forge_webhook_receive import FORGE_CONFIG, SECRET, pull_request, sign
 
 PATH = "/v1/forge/github/webhook"
 
