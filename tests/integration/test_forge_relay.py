@@ -5,6 +5,8 @@ never acted on."""
 
 from pathlib import Path
 
+from unit.test_forge_webhook_receive import BASE_SHA, FORGE_CONFIG, HEAD, REPO, SECRET, pull_request, sign
+
 from sentinel_domain.ports import StreamRef
 from sentinel_runner.relay import FIRST_RETRY, EventLog, OutboxRelay, forge_consumers
 from sentinel_service.adapters.file_witness import FileWitness, create_witness_file
@@ -13,7 +15,6 @@ from sentinel_service.adapters.sqlite_store import SqliteStateStore
 from support.memory_forge import MemoryForge
 from support.tamper import SqliteRows
 from support.world import PROJECT, SEAL, World
-from unit.test_forge_webhook_receive import BASE_SHA, FORGE_CONFIG, HEAD, REPO, SECRET, pull_request, sign
 
 
 class Clock:
