@@ -36,7 +36,11 @@ EVERY_FUNCTION = (*FUNCTIONS, names.AUTHORIZER_FUNCTION)  # what the gate checks
 # Invoked by the stream and a schedule, never over HTTP: the gate does not call them, but they run the same
 # functions zip, so their `next` versions are promoted with the others once each is read to run the accepted
 # digests.
-BACKGROUND_FUNCTIONS = (names.WITNESS_WRITER_FUNCTION, names.CHAIN_VERIFIER_FUNCTION)
+BACKGROUND_FUNCTIONS = (
+    names.WITNESS_WRITER_FUNCTION,
+    names.CHAIN_VERIFIER_FUNCTION,
+    names.FORGE_WORKER_FUNCTION,  # fed by the bus (docs/github.md)
+)
 PROMOTED = (*EVERY_FUNCTION, *BACKGROUND_FUNCTIONS)
 
 

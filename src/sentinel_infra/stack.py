@@ -12,6 +12,7 @@ from sentinel_infra.config import LOG_RETENTION_DAYS, DeploymentConfig
 from sentinel_infra.constructs.api import Api
 from sentinel_infra.constructs.budget import CostBudget
 from sentinel_infra.constructs.events import OutboxRelay
+from sentinel_infra.constructs.forge import Forge
 from sentinel_infra.constructs.integrity import Integrity
 from sentinel_infra.constructs.layers import Layers
 from sentinel_infra.constructs.monitoring import Monitoring
@@ -166,6 +167,33 @@ class SentinelStack(cdk.Stack):
                 self.integrity.grant_read(fn)
                 for key, value in self.integrity.environment(signing=False).items():
                     fn.function.add_environment(key, value)
+        self.forge_worker = ServiceFunction(
+            self,
+            _title(names.FORGE_WORKER_FUNCTION),
+            name=names.FORGE_WORKER_FUNCTION,
+            code=code,
+            layers=self.layers.all,
+            environment={
+                **common_env,
+                names.ENV_STATE_TABLE: self.tables.state.table_name,
+                names.ENV_PRINCIPALS_TABLE: self.tables.principals.table_name,
+                **self.integrity.environment(signing=False),
+            },
+            log_retention=retention,
+            description="Sentinel forge worker (GitHub deliveries to candidates; never behind the API)",
+            live_version=(live_versions or {}).get(names.FORGE_WORKER_FUNCTION),
+        )
+        self.forge_worker.grant(STATE_WRITER_ACTIONS, [self.tables.state.table_arn])
+        self.forge_worker.grant(PRINCIPAL_READER_ACTIONS, [self.tables.principals.table_arn])
+        self.integrity.grant_read(self.forge_worker)
+        self.forge = Forge(
+            self,
+            "GitHub",
+            stage=config.stage,
+            bus=self.relay.bus,
+            webhook=self.functions[names.FORGE_FUNCTION],
+            worker=self.forge_worker,
+        )
         self.integrity_functions = {
             name: ServiceFunction(
                 self,
@@ -196,6 +224,7 @@ class SentinelStack(cdk.Stack):
             **self.functions,
             names.AUTHORIZER_FUNCTION: self.authorizer,
             **self.integrity_functions,
+            names.FORGE_WORKER_FUNCTION: self.forge_worker,
         }
         self.monitoring = Monitoring(
             self,
@@ -206,6 +235,7 @@ class SentinelStack(cdk.Stack):
             tables={"state": self.tables.state, "principals": self.tables.principals},
             dead_letters=self.relay.dead_letters,
         )
+        self.forge.alarm_to(self.monitoring.topic, self.monitoring.prefix)
         self.budget = CostBudget(
             self,
             "Budget",

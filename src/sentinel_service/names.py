@@ -83,7 +83,8 @@ RUNTIME_AWS_LAMBDA = "aws_lambda"
 ENV_GITHUB_WEBHOOK_SECRET_ARN = "SENTINEL_GITHUB_WEBHOOK_SECRET_ARN"
 ENV_GITHUB_WEBHOOK_SECRET_FILE = "SENTINEL_GITHUB_WEBHOOK_SECRET_FILE"  # the local runner's
 ENV_GITHUB_APP_KEY_SECRET_ARN = "SENTINEL_GITHUB_APP_KEY_SECRET_ARN"
-FORGE_FUNCTION = "forge"  # the webhook route and the forge worker (fed by the bus)
+FORGE_FUNCTION = "forge"  # the webhook route (never calls GitHub)
+FORGE_WORKER_FUNCTION = "forge_worker"  # fed by the bus: calls GitHub, creates candidates
 OUTBOX_KIND_FORGE_DELIVERY = "forge_delivery"  # a verified delivery, for the forge worker
 OUTBOX_KIND_FORGE_CHECK = "forge_check"  # a candidate whose check run must be (re)published
 

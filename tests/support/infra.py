@@ -18,7 +18,9 @@ from sentinel_service.http.routes import FUNCTIONS  # noqa: E402
 EVERY_FUNCTION = (*FUNCTIONS, names.AUTHORIZER_FUNCTION)  # the API's functions
 # Invoked by the state table's stream and by a schedule, never through the API (issue 13).
 INTEGRITY_FUNCTIONS = (names.WITNESS_WRITER_FUNCTION, names.CHAIN_VERIFIER_FUNCTION)
-ALL_FUNCTIONS = (*EVERY_FUNCTION, *INTEGRITY_FUNCTIONS)
+# Invoked by the bus (forge outbox items), never through the API (issue 15).
+WORKER_FUNCTIONS = (names.FORGE_WORKER_FUNCTION,)
+ALL_FUNCTIONS = (*EVERY_FUNCTION, *INTEGRITY_FUNCTIONS, *WORKER_FUNCTIONS)
 
 # A context that takes every optional branch (an alarm e-mail, a Bedrock model behind a cross-region
 # inference profile), so their resources and acknowledgements are checked too.
