@@ -436,10 +436,24 @@ def runner_environment(
     """The deployed functions' environment, as the runner must see it. Two changes, both reported: the token
     and chain keys come from files (moto's CloudFormation creates no Secrets Manager secret), and the runtime
     is `local` (health must not claim to be Lambda; the runner keeps its witness in its data directory)."""
-    secrets_arns = {names.ENV_TOKEN_KEY_SECRET_ARN, names.ENV_CHAIN_KEY_SECRET_ARN, names.ENV_WITNESS_BUCKET}
+    secrets_arns = {
+        names.ENV_TOKEN_KEY_SECRET_ARN,
+        names.ENV_CHAIN_KEY_SECRET_ARN,
+        names.ENV_WITNESS_BUCKET,
+        names.ENV_GITHUB_WEBHOOK_SECRET_ARN,
+        names.ENV_GITHUB_APP_KEY_SECRET_ARN,
+    }
     env = {k: v for k, v in deployed.items() if k not in secrets_arns}
     if chain_key_file is not None:
         env["SENTINEL_CHAIN_KEY_FILE"] = str(chain_key_file)
+        # The webhook secret too (the acceptance suite signs nothing: it checks that unsigned deliveries
+        # are refused, which needs a secret to check them against).
+        webhook_secret = chain_key_file.with_name("webhook.secret")
+        if not webhook_secret.exists():
+            descriptor = os.open(webhook_secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "w") as out:
+                out.write(secrets.token_hex(24) + "\n")
+        env[names.ENV_GITHUB_WEBHOOK_SECRET_FILE] = str(webhook_secret)
     if data_dir is not None:
         env["SENTINEL_DATA_DIR"] = str(data_dir)
     env.update(

@@ -109,3 +109,39 @@ def test_without_a_configured_secret_every_delivery_is_refused(hook: Hook) -> No
     hook.world.services._webhook_secret = None  # the settings name no secret file or ARN
     status, body = hook.post(pull_request())
     assert (status, body["code"]) == (503, "STATE_UNAVAILABLE")
+
+
+# ---- the acceptance check, against the gateway on loopback ------------------------------------------------
+
+
+@pytest.fixture
+def served(hook: Hook):
+    from sentinel_gateway.server import make_server, serve_in_thread
+
+    server = make_server(hook.gateway, "127.0.0.1", 0)
+    serve_in_thread(server)
+    host, port = server.server_address[:2]
+    yield f"http://{host}:{port}"
+    server.shutdown()
+
+
+def test_the_acceptance_check_passes_when_unsigned_deliveries_are_refused(hook: Hook, served: str) -> None:
+    from sentinel_acceptance.service import unsigned_deliveries_refused
+
+    before = hook.world.store.snapshot()
+    assert unsigned_deliveries_refused(served, "/forge/github/webhook") == []
+    assert hook.world.store.snapshot() == before
+
+
+def test_the_acceptance_check_fails_naming_the_route_when_the_signature_is_not_checked(
+    hook: Hook, served: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a webhook that believes every delivery (the signature check removed)
+    import sentinel_domain.usecases.forge as forge_usecase
+
+    monkeypatch.setattr(forge_usecase, "signature_valid", lambda *_: True)
+    from sentinel_acceptance.service import unsigned_deliveries_refused
+
+    problems = unsigned_deliveries_refused(served, "/forge/github/webhook")
+    # Then every probe is reported (the repository is unknown, so each is "ignored" with 202)
+    assert len(problems) == 4 and all("expected 401 WEBHOOK_SIGNATURE_INVALID" in p for p in problems)
