@@ -176,8 +176,11 @@ def receive_webhook(
 
 
 def _candidate_of(chain: Chain, project: str, delivery: Delivery) -> bool:
+    candidate_id = str(delivery.fields["candidate_id"])
+    if candidate_id.startswith(DELIVERY_CHAIN_PREFIX):  # a delivery's own chain is no candidate
+        return False
     try:
-        _stream, state = chain.candidate(project, str(delivery.fields["candidate_id"]))
+        _stream, state = chain.candidate(project, candidate_id)
     except Refusal as refusal:
         if refusal.code == "NOT_FOUND":
             return False

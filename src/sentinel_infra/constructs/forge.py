@@ -111,10 +111,18 @@ class Forge(Construct):
             max_event_age=WORKER_MAX_EVENT_AGE,
             on_failure=destinations.SqsDestination(self.dead_letters),
         )
+        # The bus by its Name attribute (GetAtt), which is what a Ref gives too: moto's CloudFormation, which
+        # the local acceptance deploys to, resolves a Ref to the bus object instead of its name.
+        cfn_bus = bus.node.default_child
+        named = (
+            events.EventBus.from_event_bus_name(self, "SentinelBus", cfn_bus.attr_name)
+            if isinstance(cfn_bus, events.CfnEventBus)
+            else bus
+        )
         self.rule = events.Rule(
             self,
             "WorkerRule",
-            event_bus=bus,
+            event_bus=named,
             event_pattern=forge_rule_pattern(),
             targets=[
                 targets.LambdaFunction(
