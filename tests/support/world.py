@@ -17,6 +17,8 @@ BASE = "b" * 40
 PROJECT = "demo"
 # The tests' chain key: every world's chains are sealed under it, as the composition root seals them.
 SEAL = ChainSeal(b"sentinel-tests-chain-key-0123456789abcdef")
+# The tests' GitHub webhook secret: a world's webhook refuses what it did not sign (401), never 503.
+WEBHOOK_SECRET = b"sentinel-tests-webhook-secret-0123456789"
 
 UNIT_POLICY = {
     "check_type": "unit",
@@ -98,6 +100,7 @@ class World:
             seal=SEAL,
             witness=self.witness,
             hold_chains=hold_chains,
+            webhook_secret=WEBHOOK_SECRET,
         )
         self.gate = self.services.gate
         self.gate.create_project(PROJECT)
