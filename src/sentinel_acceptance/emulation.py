@@ -41,6 +41,7 @@ from sentinel_service.http.routes import FUNCTIONS
 
 from .target import DEFAULT_PROJECT, EMULATION, BuiltPackage, Emulation, Target, read_build
 from .tokens import DEFAULT_TTL, mint, operator_runtime, retire
+from .webhook import webhook_secret_file
 
 REPO = Path(__file__).resolve().parents[2]  # src/<package>/<module>.py
 REGION = "us-east-1"
@@ -436,24 +437,12 @@ def runner_environment(
     """The deployed functions' environment, as the runner must see it. Two changes, both reported: the token
     and chain keys come from files (moto's CloudFormation creates no Secrets Manager secret), and the runtime
     is `local` (health must not claim to be Lambda; the runner keeps its witness in its data directory)."""
-    secrets_arns = {
-        names.ENV_TOKEN_KEY_SECRET_ARN,
-        names.ENV_CHAIN_KEY_SECRET_ARN,
-        names.ENV_WITNESS_BUCKET,
-        names.ENV_GITHUB_WEBHOOK_SECRET_ARN,
-        names.ENV_GITHUB_APP_KEY_SECRET_ARN,
-    }
+    secrets_arns = {names.ENV_TOKEN_KEY_SECRET_ARN, names.ENV_CHAIN_KEY_SECRET_ARN, names.ENV_WITNESS_BUCKET}
+    secrets_arns |= {names.ENV_GITHUB_WEBHOOK_SECRET_ARN, names.ENV_GITHUB_APP_KEY_SECRET_ARN}
     env = {k: v for k, v in deployed.items() if k not in secrets_arns}
     if chain_key_file is not None:
         env["SENTINEL_CHAIN_KEY_FILE"] = str(chain_key_file)
-        # The webhook secret too (the acceptance suite signs nothing: it checks that unsigned deliveries
-        # are refused, which needs a secret to check them against).
-        webhook_secret = chain_key_file.with_name("webhook.secret")
-        if not webhook_secret.exists():
-            descriptor = os.open(webhook_secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "w") as out:
-                out.write(secrets.token_hex(24) + "\n")
-        env[names.ENV_GITHUB_WEBHOOK_SECRET_FILE] = str(webhook_secret)
+        env[names.ENV_GITHUB_WEBHOOK_SECRET_FILE] = str(webhook_secret_file(chain_key_file))
     if data_dir is not None:
         env["SENTINEL_DATA_DIR"] = str(data_dir)
     env.update(

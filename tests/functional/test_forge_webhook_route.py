@@ -126,7 +126,7 @@ def served(hook: Hook):
 
 
 def test_the_acceptance_check_passes_when_unsigned_deliveries_are_refused(hook: Hook, served: str) -> None:
-    from sentinel_acceptance.service import unsigned_deliveries_refused
+    from sentinel_acceptance.webhook import unsigned_deliveries_refused
 
     before = hook.world.store.snapshot()
     assert unsigned_deliveries_refused(served, "/forge/github/webhook") == []
@@ -140,7 +140,7 @@ def test_the_acceptance_check_fails_naming_the_route_when_the_signature_is_not_c
     import sentinel_domain.usecases.forge as forge_usecase
 
     monkeypatch.setattr(forge_usecase, "signature_valid", lambda *_: True)
-    from sentinel_acceptance.service import unsigned_deliveries_refused
+    from sentinel_acceptance.webhook import unsigned_deliveries_refused
 
     problems = unsigned_deliveries_refused(served, "/forge/github/webhook")
     # Then every probe is reported (the repository is unknown, so each is "ignored" with 202)
