@@ -25,8 +25,9 @@ def excluded_approvers(state: CandidateState, digest: str | None) -> set[str]:
     people = [state.candidate["created_by"], *state.plan_authors(digest)]
     excluded = set()
     requester = requester_of_record(state)
-    if requester is not None and requester.get("principal"):
-        excluded.add(str(requester["principal"]))
+    for who in ("principal", "sponsor"):
+        if requester is not None and requester.get(who):
+            excluded.add(str(requester[who]))
     for person in people:
         excluded.add(person["id"])
         if person.get("sponsor"):

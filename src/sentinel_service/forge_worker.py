@@ -52,9 +52,15 @@ def run_forge_delivery(services: Services, project: str, delivery: dict[str, Any
     config = state.config()
     principal = config.github.app_principal if config is not None and config.github is not None else ""
     app = app_actor(services, project, principal) if principal else Actor(id="-", kind="ci")
-    done = handle_delivery(chain, services.forge, project, delivery, app)
+    done = handle_delivery(chain, services.forge, project, delivery, app, lambda p: _sponsor(services, p))
     publish_checks(services, project, done.publish)
     return done
+
+
+def _sponsor(services: Services, principal_id: str) -> str | None:
+    found = services.admin.get(principal_id)
+    sponsor = found.get("sponsor") if found is not None else None
+    return str(sponsor) if sponsor else None
 
 
 def publish_checks(services: Services, project: str, candidate_ids: list[str]) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from sentinel_domain.errors import Refusal
 from sentinel_domain.forge import ForgeRefused, ForgeUnavailable
-from sentinel_domain.models import ReviewRequest
+from sentinel_domain.models import ProjectConfig, ReviewRequest
 from sentinel_domain.usecases.forge import handle_delivery
 from support.memory_forge import MemoryForge
 from support.world import ADMIN, CONFIG, PROJECT, REQUESTER, REVIEWER, REVIEWER_2, World, actor
@@ -324,3 +324,29 @@ def test_no_http_body_can_name_a_requester_of_record(world: World) -> None:
     }
     with pytest.raises(ValidationError):
         CandidateRequest.model_validate(body)
+
+
+def test_the_sponsor_of_a_mapped_agent_author_cannot_approve_either(world: World, forge: MemoryForge) -> None:
+    # Given a pull request by a login mapped to an agent that rita-reviewer sponsors
+    github = dict(GITHUB, logins={"octocat": "agent-7"})
+    world.gate.put_config(
+        PROJECT, ADMIN, ProjectConfig.model_validate(dict(FORGE_CONFIG, github=github)), "1"
+    )
+    sponsors = {"agent-7": "rita-reviewer"}
+    cid = handle_delivery(world.gate.chain, forge, PROJECT, delivery(), APP, sponsors.get).created[0]
+    assert created_fact(world, cid)["forge"]["requester_of_record"] == {
+        "login": "octocat",
+        "principal": "agent-7",
+        "sponsor": "rita-reviewer",
+    }
+    digest, revision = _plan_for(world, cid)
+    # Then the sponsor's approval is self-approval
+    with pytest.raises(Refusal) as refused:
+        world.gate.review(
+            PROJECT,
+            cid,
+            REVIEWER,
+            ReviewRequest(decision="approve", plan_digest=digest, revision=revision),
+            None,
+        )
+    assert refused.value.code == "SELF_APPROVAL"

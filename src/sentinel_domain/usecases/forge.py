@@ -226,10 +226,17 @@ def _record(chain: Chain, project: str, app_principal: str, delivery: Delivery) 
 
 
 def handle_delivery(
-    chain: Chain, forge: Forge, project: str, record: dict[str, Any], app: Actor
+    chain: Chain,
+    forge: Forge,
+    project: str,
+    record: dict[str, Any],
+    app: Actor,
+    sponsor_of: Callable[[str], str | None] = lambda _principal: None,
 ) -> ForgeHandled:
     """The worker's one entry: a recorded delivery (the `delivery` of a `forge_delivery` outbox item) for
     `project`, acted on as `app` (the app's principal as the directory has it now: kind, roles, sponsor).
+    `sponsor_of` names the sponsor of the author's mapped principal (an agent's human), who may not approve
+    either (DOMAIN.md rule 12).
 
     Raises ForgeUnavailable (retry later: nothing was written) and ForgeRefused (no retry helps). A candidate
     that exists already is counted in `existing`, never an error: deliveries come at least once."""
@@ -259,10 +266,7 @@ def handle_delivery(
         "pull_request": delivery.fields.get("pull_request"),
         "complete": complete,
         "files_source": source,
-        "requester_of_record": {
-            "login": author,
-            "principal": _mapped(config.github, author),
-        },
+        "requester_of_record": _requester(config.github, author, sponsor_of),
     }
     created, existing = [], []
     for environment in repo.environments:
@@ -289,6 +293,15 @@ def handle_delivery(
         complete=complete,
         publish=[*existing],  # new candidates carry their own forge_check outbox item
     )
+
+
+def _requester(github: GitHubForge, login: Any, sponsor_of: Callable[[str], str | None]) -> dict[str, Any]:
+    principal = _mapped(github, login)
+    found: dict[str, Any] = {"login": login if isinstance(login, str) else None, "principal": principal}
+    sponsor = sponsor_of(principal) if principal else None
+    if sponsor:
+        found["sponsor"] = sponsor
+    return found
 
 
 def _mapped(github: GitHubForge, login: Any) -> str | None:
