@@ -30,7 +30,15 @@ lint: setup
 	$(BIN)/lint-imports
 	$(BIN)/mypy -p sentinel_domain -p sentinel_service
 
-test: lint
+# GitHub's published REST and webhook descriptions (@octokit/openapi, @octokit/openapi-webhooks), which the
+# tests' fake GitHub checks every request against: installed exactly as package-lock.json pins them.
+NODE_STAMP := node_modules/.installed
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --ignore-scripts --no-audit --no-fund
+	touch $(NODE_STAMP)
+
+test: lint $(NODE_STAMP)
 	$(BIN)/python -m pytest -n 2
 	$(BIN)/sentinel eval
 

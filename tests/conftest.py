@@ -3,12 +3,17 @@ infrastructure and end-to-end acceptance tests reuse."""
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from sentinel_infra.packaging import exclusive
 from support.bytecode import NO_BYTECODE
+
+if TYPE_CHECKING:
+    from support.fake_github import FakeGitHub
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -46,3 +51,14 @@ def built(shared_dir: Path) -> Path:
                 bytecode = False
             packaging.build(out, bytecode=bytecode)
     return out
+
+
+@pytest.fixture
+def fake_github() -> Iterator["FakeGitHub"]:
+    """A fake GitHub on loopback that checks every request against GitHub's REST description (and its own
+    answers and webhooks against the published schemas); any violation left unclaimed fails the test at
+    teardown. Skips, saying why, when node_modules lacks the descriptions, except under CI=true."""
+    from support.fake_github import running_fake
+
+    with running_fake() as fake:
+        yield fake

@@ -436,8 +436,14 @@ def runner_environment(
 ) -> dict[str, str]:
     """The deployed functions' environment, as the runner must see it. Two changes, both reported: the token
     and chain keys come from files (moto's CloudFormation creates no Secrets Manager secret), and the runtime
-    is `local` (health must not claim to be Lambda; the runner keeps its witness in its data directory)."""
-    secrets_arns = {names.ENV_TOKEN_KEY_SECRET_ARN, names.ENV_CHAIN_KEY_SECRET_ARN, names.ENV_WITNESS_BUCKET}
+    is `local` (health must not claim to be Lambda; the runner keeps its witness in its data directory, and
+    signs receipts with the key file there: moto's KMS key is not reachable from the runner)."""
+    secrets_arns = {
+        names.ENV_TOKEN_KEY_SECRET_ARN,
+        names.ENV_CHAIN_KEY_SECRET_ARN,
+        names.ENV_WITNESS_BUCKET,
+        names.ENV_RECEIPT_KEY_ID,
+    }
     secrets_arns |= {names.ENV_GITHUB_WEBHOOK_SECRET_ARN, names.ENV_GITHUB_APP_KEY_SECRET_ARN}
     env = {k: v for k, v in deployed.items() if k not in secrets_arns}
     if chain_key_file is not None:
@@ -571,7 +577,7 @@ def run_local(
                     },
                     "modules_from_packages": runner.packaged.get("modules"),
                     "runtime_override": "SENTINEL_RUNTIME=local; token key from a file (no Secrets Manager "
-                    "secret)",
+                    "secret); receipts signed with the runner's key file, not the stack's KMS key",
                     "deps_layer": "digest checked in Lambda; not loadable here (linux/arm64 CPython 3.13 "
                     "wheels): the runner uses the virtualenv's copies of the same pinned versions",
                 }

@@ -18,7 +18,7 @@ from typing import Any
 from sentinel_service import names
 from sentinel_service.adapters.tables import PK, SK
 
-from . import canary, deployment, service
+from . import canary, deployment, receipts, service
 from .checks import BLOCKED, CheckFailed, CheckLog, CheckResult, CheckSkipped
 from .report import DEFAULT_REPORTS, REPO, AttemptReport, now
 from .target import BuiltPackage, Target, read_build
@@ -33,8 +33,10 @@ TITLES = {
     "layers",
     "health": "/v1/health answers anonymously with runtime, model provider and package digest, and no secret",
     "auth_refusals": "Every stateful route refuses an anonymous caller (401) and a wrong token (403)",
+    "receipt_keys": receipts.TITLES["receipt_keys"],
     "acceptance_principals": "The acceptance principals hold roles only in the acceptance project",
     **dict(service.FLOW_CHECKS),
+    "receipt": receipts.TITLES["receipt"],
     "alarms": "The stack's CloudWatch alarms exist",
     "alarm_delivery": "An alarm's notification reaches a subscriber of the alarm topic (the canary alarm)",
     "budget": "The stack's AWS Budget exists",
@@ -134,6 +136,13 @@ def run(target: Target, reports_dir: Path = DEFAULT_REPORTS, say: Callable[[str]
         target.front_door,
         lambda: service.auth_refusals(target, front),
     )
+    published: dict[str, str] = {}
+    log.run(
+        "receipt_keys",
+        TITLES["receipt_keys"],
+        target.front_door,
+        lambda: receipts.receipt_keys(target, front, published),
+    )
     log.run(
         "acceptance_principals",
         TITLES["acceptance_principals"],
@@ -158,6 +167,12 @@ def run(target: Target, reports_dir: Path = DEFAULT_REPORTS, say: Callable[[str]
             else target.front_door,
             lambda name=name: service.flow_check(name, target, front, counter),
         )
+    log.run(
+        "receipt",
+        TITLES["receipt"],
+        f"{target.front_door}; verified offline",
+        lambda: receipts.receipt(target, front, published),
+    )
 
     log.run(
         "alarms", TITLES["alarms"], f"CloudWatch ({target.cloud})", lambda: deployment.alarms(target, found)

@@ -31,9 +31,15 @@ USAGE = """usage: sentinel-hook [--settings FILE]
                                      stderr). Settings come only from FILE (default
                                      /etc/sentinel/client.json),
                                      owned by root and writable by no one else.
-       sentinel-hook gate --revision SHA [--subject S] [--environment E] [--json]
+       sentinel-hook gate --revision SHA [--subject S] [--environment E] [--json] [--wait D] [--receipt F]
                                      the same decision for CI, from SENTINEL_* variables: exit 0 ready,
-                                     1 hold, 2 error (help and unknown options included). See docs/hook.md."""
+                                     1 hold, 2 error (help and unknown options included). See docs/hook.md.
+                                     --wait DURATION polls until ready, a hold only a person can resolve,
+                                     or the deadline; --receipt FILE saves the ready decision's receipt.
+       sentinel-hook evidence [--revision SHA] --policy P --scope S (--junit GLOB... |
+                              --exit-code N [--artifact GLOB...]) [--source-url URL] [--check ID]
+                                     publish a CI run as evidence for the plan's matching check: exit 0
+                                     stored, 1 stored but not counting, 2 nothing stored. See docs/ci.md."""
 # The whole run must end before Claude Code's hook timeout (60 s by default), which would let the command
 # run: a stalled git, regular expression or server is cut here, and the answer is a denial.
 DEADLINE_SECONDS = 55.0
@@ -71,11 +77,13 @@ def _hook_arguments(args: list[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["gate"]:
+    if args[:1] in (["gate"], ["evidence"]):
+        from .ci_evidence import evidence
         from .ci_gate import GATE_ERROR, gate
 
+        command = gate if args[0] == "gate" else evidence
         try:
-            code, out, err = gate(args[1:])
+            code, out, err = command(args[1:])
         except SystemExit:  # argparse printed usage or help: never the code of "ready"
             return GATE_ERROR
         except Exception as error:  # noqa: BLE001 - fail closed, and say why

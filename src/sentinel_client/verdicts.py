@@ -38,6 +38,8 @@ class Verdict:
     state: str  # "ready", "hold" or "error"
     candidate_id: str | None = None
     findings: list[dict[str, Any]] = field(default_factory=list)
+    # What a recorded decision (`POST …/decisions`) answered as `receipt`: a DSSE envelope, or None.
+    receipt: Any = None
 
     @classmethod
     def error(cls, target: str, problem: Problem, candidate_id: str | None = None) -> Verdict:
@@ -127,6 +129,47 @@ def _describe(settings: ClientSettings, revision: str) -> str:
     return f"{settings.subject} at {revision} in {settings.environment}"
 
 
+def find_candidate(
+    client: SentinelClient, settings: ClientSettings, revision: str, deadline: _Deadline
+) -> str | None:
+    """The id of the one open candidate for (subject, revision, environment), None when there is none.
+    Raises Problem for an answer that is not a well-formed lookup of exactly this commit."""
+    project, subject, environment = settings.project or "", settings.subject, settings.environment
+    found = _json_object(
+        _call(
+            client,
+            deadline,
+            lambda: client.find_candidates(
+                project, subject=subject, revision=revision, environment=environment
+            ),
+        ),
+        settings,
+        "candidate lookup",
+    )
+    items = found.get("candidates")
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise Problem("BAD_RESPONSE", "the candidate lookup answered without a list of candidates")
+    if any(
+        (item.get("subject"), str(item.get("revision", "")).lower(), item.get("environment"))
+        != (subject, revision, environment)
+        for item in items
+    ):
+        raise Problem(
+            "BAD_RESPONSE", "the candidate lookup answered with another subject, revision or environment"
+        )
+    if not items:
+        return None
+    if len(items) > 1:
+        raise Problem(
+            "AMBIGUOUS_CANDIDATE",
+            f"{len(items)} candidates answer for one subject, revision and environment",
+        )
+    found_id = items[0].get("candidate_id")
+    if not isinstance(found_id, str) or not found_id:
+        raise Problem("BAD_RESPONSE", "the candidate lookup answered without a candidate id")
+    return found_id
+
+
 def judge(
     client: SentinelClient,
     settings: ClientSettings,
@@ -137,34 +180,14 @@ def judge(
     """Find the candidate for (subject, revision, environment) and read its decision; never raises.
     `record` (the CI gate, an enforcement point): the decision is recorded (`POST …/decisions`), the
     service's release path, which compares both chains with the witness first; the hook's advisory read
-    (`GET …/decision`) does not in AWS (docs/failing-closed.md)."""
+    (`GET …/decision`) does not in AWS (docs/failing-closed.md). A recorded decision keeps the receipt the
+    service answered with (`Verdict.receipt`)."""
     target = _describe(settings, revision)
-    project, subject, environment = settings.project or "", settings.subject, settings.environment
+    project = settings.project or ""
     candidate_id: str | None = None
     try:
-        found = _json_object(
-            _call(
-                client,
-                deadline,
-                lambda: client.find_candidates(
-                    project, subject=subject, revision=revision, environment=environment
-                ),
-            ),
-            settings,
-            "candidate lookup",
-        )
-        items = found.get("candidates")
-        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
-            raise Problem("BAD_RESPONSE", "the candidate lookup answered without a list of candidates")
-        if any(
-            (item.get("subject"), str(item.get("revision", "")).lower(), item.get("environment"))
-            != (subject, revision, environment)
-            for item in items
-        ):
-            raise Problem(
-                "BAD_RESPONSE", "the candidate lookup answered with another subject, revision or environment"
-            )
-        if not items:
+        found_id = find_candidate(client, settings, revision, deadline)
+        if found_id is None:
             return Verdict(
                 target,
                 "hold",
@@ -177,14 +200,6 @@ def judge(
                     }
                 ],
             )
-        if len(items) > 1:
-            raise Problem(
-                "AMBIGUOUS_CANDIDATE",
-                f"{len(items)} candidates answer for one subject, revision and environment",
-            )
-        found_id = items[0].get("candidate_id")
-        if not isinstance(found_id, str) or not found_id:
-            raise Problem("BAD_RESPONSE", "the candidate lookup answered without a candidate id")
         candidate_id = found_id
         ask = client.record_decision if record else client.decision
         # A recorded decision is 201; one the service could not record, a 200 hold.
@@ -194,7 +209,10 @@ def judge(
             "decision",
             (200, 201) if record else (200,),
         )
-        return _verdict(body, target, found_id, revision)
+        verdict = _verdict(body, target, found_id, revision)
+        if record:
+            verdict.receipt = body.get("receipt")
+        return verdict
     except Problem as problem:
         return Verdict.error(target, problem, candidate_id)
 
@@ -249,7 +267,10 @@ class Service:
         self._problem: Problem | None = None
         self._deadline: _Deadline | None = None
 
-    def verdict(self, revision: str) -> Verdict:
+    def verdict(self, revision: str, fresh_budget: bool = False) -> Verdict:
+        """`fresh_budget`: this read gets the whole budget again (a gate polling with `--wait`)."""
+        if fresh_budget and self._client is not None:
+            self._deadline = _Deadline(self.settings.timeout_seconds)
         if self._client is None and self._problem is None:
             try:
                 self._client = _connect(self.settings)

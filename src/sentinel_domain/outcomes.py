@@ -317,6 +317,11 @@ class DecisionRecorded(DecisionView, Replayable):
 
     as_of_source: Literal["service"]
     seq: int
+    receipt: dict[str, Any] | None = Field(
+        default=None,
+        description="a ready decision's signed receipt: a DSSE envelope of an in-toto Statement v1 "
+        "(docs/receipts.md); null for any other decision",
+    )
 
     @property
     def recorded(self) -> bool:
@@ -330,6 +335,7 @@ class DecisionNotRecorded(DecisionView):
     decision: Literal["hold"]
     as_of_source: Literal["service"]
     recorded: Literal[False] = False
+    receipt: None = Field(default=None, description="never a receipt: nothing was recorded")
 
 
 def decision_view(verdict: Decision, as_of_source: Literal["caller", "service"]) -> DecisionView:

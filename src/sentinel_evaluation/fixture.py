@@ -22,6 +22,7 @@ from sentinel_domain.ports import Append, IdempotencyRecord, StateStore, Stream,
 from sentinel_domain.usecases import Gate
 from sentinel_gateway.gateway import LocalGateway
 from sentinel_service.adapters.proposers import NoModel
+from sentinel_service.adapters.receipt_signer import PemReceiptSigner, new_private_key_pem
 from sentinel_service.compose import compose
 from sentinel_service.settings import Settings
 
@@ -39,6 +40,9 @@ DEFAULT_FILES = ("services/payments/api.py",)
 PAGE_BUDGET = 50
 # A fixed chain key for the throwaway stores of a batch (see build_world).
 EVALUATION_SEAL = ChainSeal(b"sentinel-evaluation-chain-key-not-secret")
+# A fixed receipt key, for the same reason: receipts are signed deterministically, so a batch's answers (and
+# its report's digest) do not depend on a random key.
+EVALUATION_RECEIPT_SIGNER = PemReceiptSigner(new_private_key_pem(secret=0xE7A1_0A7E))
 
 POLICIES: dict[str, dict[str, Any]] = {
     "unit-tests": {
@@ -369,6 +373,7 @@ def build_world(proposer_script: list[str] | None, backing: Backing | None = Non
         proposer=proposer or NoModel(),
         seal=EVALUATION_SEAL,
         witness=MemoryWitness(EVALUATION_SEAL),
+        receipt_signer=EVALUATION_RECEIPT_SIGNER,
     )
     directory = copy.deepcopy(PRINCIPALS)
     gateway = LocalGateway(lambda: services, make_authorizer(directory))

@@ -16,6 +16,7 @@ from sentinel_infra.constructs.forge import Forge
 from sentinel_infra.constructs.integrity import Integrity
 from sentinel_infra.constructs.layers import Layers
 from sentinel_infra.constructs.monitoring import Monitoring
+from sentinel_infra.constructs.receipts import ReceiptKey
 from sentinel_infra.constructs.service_function import ServiceFunction
 from sentinel_infra.constructs.tables import Tables
 from sentinel_infra.packaging import Package, package_path
@@ -126,6 +127,7 @@ class SentinelStack(cdk.Stack):
         )
         self.authorizer.grant(PRINCIPAL_READER_ACTIONS, [self.tables.principals.table_arn])
         self.authorizer.grant(["secretsmanager:GetSecretValue"], [self.token_key.secret_arn])
+        self.receipt_key = ReceiptKey(self, "ReceiptKey", functions=self.functions)
         if config.model_provider == "bedrock":
             self.functions[PLANS_FUNCTION].grant(["bedrock:InvokeModel"], self._model_arns(config))
 

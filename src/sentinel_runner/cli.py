@@ -17,6 +17,7 @@ from sentinel_service.adapters.tokens import parse_duration
 from .audit_cli import add_audit_commands
 from .data_dir import DataDirUnavailable
 from .output import fail
+from .receipt_cli import add_receipt_commands
 from .serve import cmd_serve
 from .stores import add_store_options, services_for
 
@@ -169,6 +170,7 @@ def parser() -> argparse.ArgumentParser:
     add_store_options(exposure)
     exposure.set_defaults(run=cmd_audit_exposure)
     add_audit_commands(audit)
+    add_receipt_commands(sub)
 
     # The harness is imported only when it runs: a packaged runner carries `local` without `evaluation`.
     evaluate = sub.add_parser("eval", help="replay the scenario catalog twice through the real handlers")

@@ -5,6 +5,8 @@
     <dir>/token.key       the key token hashes are made under (0600, created on first use)
     <dir>/chain.key       the key audit events, heads and checkpoints are authenticated under (0600, created
                           with a new store only; the table never holds it)
+    <dir>/receipt.key     the P-256 private key decision receipts are signed with (PEM, 0600, created on
+                          first use; `sentinel keys` prints its public half)
     <dir>/witness.jsonl   the witness: every checkpoint the gate committed, appended and fsynced, never
                           rewritten (created with the chain key)
     <dir>/events.jsonl    the relay's event log: side effects, appended only
@@ -25,6 +27,7 @@ from typing import IO
 DATABASE = "sentinel.db"
 TOKEN_KEY = "token.key"
 CHAIN_KEY = "chain.key"
+RECEIPT_KEY = "receipt.key"
 WITNESS = "witness.jsonl"
 EVENT_LOG = "events.jsonl"
 LOCK = "runner.lock"
@@ -56,6 +59,10 @@ class DataDir:
     @property
     def token_key(self) -> Path:
         return self.path / TOKEN_KEY
+
+    @property
+    def receipt_key(self) -> Path:
+        return self.path / RECEIPT_KEY
 
     @property
     def chain_key(self) -> Path:

@@ -14,6 +14,7 @@ from sentinel_domain.errors import StoreUnavailable
 from sentinel_domain.integrity import ChainKeyUnavailable, ChainSeal
 from sentinel_service.adapters.chain_key import create_key_file, read_key_file
 from sentinel_service.adapters.file_witness import FileWitness, create_witness_file
+from sentinel_service.adapters.receipt_signer import FileReceiptSigner
 from sentinel_service.adapters.tables import ensure_tables
 from sentinel_service.adapters.token_key import TokenKeyUnavailable
 from sentinel_service.compose import OPERATOR_TIMEOUTS, Services, compose, dynamodb_client
@@ -89,6 +90,8 @@ def connect(
         create_witness_file(witness_file)
         seal, witness = local_integrity(key_file, witness_file, new=not key_file.exists())
         integrity.update(seal=seal, witness=witness)
+        if not settings.receipt_key_id:  # a KMS key named explicitly is used as in AWS
+            integrity.update(receipt_signer=local_receipt_signer(data, env))
     return compose(
         settings,
         dynamodb=client,
@@ -96,6 +99,14 @@ def connect(
         create_token_key=settings.runtime == "local",
         **integrity,
     )
+
+
+def local_receipt_signer(data: DataDir, env: dict[str, str]) -> FileReceiptSigner:
+    """The local gate's receipt key: SENTINEL_RECEIPT_KEY_FILE, else `receipt.key` in the data directory,
+    created (0600) on first use. Unlike the chain key it may be made at any time: a new key voids no stored
+    state, only the receipts signed under the old one (keep its public half to check those)."""
+    env.setdefault("SENTINEL_RECEIPT_KEY_FILE", str(data.receipt_key))
+    return FileReceiptSigner(env["SENTINEL_RECEIPT_KEY_FILE"], create=True)
 
 
 def open_embedded(data: DataDir, *, environ: Mapping[str, str] | None = None) -> Services:
@@ -124,6 +135,7 @@ def open_embedded(data: DataDir, *, environ: Mapping[str, str] | None = None) ->
     env.setdefault("SENTINEL_CHAIN_KEY_FILE", str(data.chain_key))
     seal, witness = local_integrity(Path(env["SENTINEL_CHAIN_KEY_FILE"]).expanduser(), data.witness, new=new)
     database = SqliteDatabase(data.database)
+    signer = local_receipt_signer(data, env)
     services = compose(
         Settings.from_env(env),
         store=SqliteStateStore(database),
@@ -133,6 +145,7 @@ def open_embedded(data: DataDir, *, environ: Mapping[str, str] | None = None) ->
         seal=seal,
         environ=env,
         create_token_key=True,
+        receipt_signer=signer,
     )
     if new:
         # The token key is made with the store, as the chain key is: a first command that needs no token

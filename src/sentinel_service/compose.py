@@ -27,7 +27,9 @@ from sentinel_service.settings import Settings
 if TYPE_CHECKING:
     from sentinel_domain.forge import Forge
     from sentinel_domain.integrity import ChainSeal
+    from sentinel_domain.models import GitHubForge
     from sentinel_domain.ports import Clock, Ids, Proposer, StateStore, StreamRef, Witness
+    from sentinel_domain.receipts import ReceiptSigner
     from sentinel_domain.usecases import Gate
     from sentinel_domain.usecases.project_reads import ChainCache
     from sentinel_service.adapters.principal_rules import PrincipalReader, PrincipalWriter
@@ -116,7 +118,11 @@ class Services:
         environ: Mapping[str, str] | None = None,
         timeouts: Mapping[str, Any] = API_TIMEOUTS,
         hold_chains: bool | None = None,
+        receipt_signer: ReceiptSigner | None = None,
+        kms: Any = None,
         forge: Forge | None = None,
+        forge_builder: Callable[[GitHubForge], Forge] | None = None,
+        secrets_client: Any = None,
         check_publisher: Callable[[str, str], Any] | None = None,
         webhook_secret: bytes | None = None,
     ) -> None:
@@ -137,10 +143,15 @@ class Services:
         self._environ = environ
         self._timeouts = timeouts
         self._hold_chains = hold_chains
-        self._forge = forge
+        self._receipt_signer = receipt_signer
+        self._kms = kms
         self.check_publisher = check_publisher  # (project, candidate_id): see forge_worker.publish_checks
         self._webhook_secret = webhook_secret
         self._key_lock = threading.Lock()
+        self._forge = forge
+        self._forge_builder = forge_builder
+        self._secrets_client = secrets_client
+        self._forges: dict[tuple[int, int], Forge] = {}
 
     # ---- adapters --------------------------------------------------------------------------------------
 
@@ -230,16 +241,6 @@ class Services:
 
         return load_webhook_secret(self.settings)
 
-    @cached_property
-    def forge(self) -> Forge:
-        """The forge adapter handed in; else one that answers ForgeUnavailable (no adapter configured here):
-        the outbox keeps the delivery and retries it, nothing is attested meanwhile."""
-        if self._forge is not None:
-            return self._forge
-        from sentinel_service.adapters.no_forge import NoForge
-
-        return NoForge()
-
     @property
     def local_witness(self) -> bool:
         """The local runner's way: every read compares with the witness, every write appends to it."""
@@ -264,6 +265,32 @@ class Services:
         return witness
 
     @cached_property
+    def receipt_signer(self) -> ReceiptSigner | None:
+        """The key receipts are signed with: the one handed in; else the KMS key `receipt_key_id` names (in
+        AWS), else the key file `receipt_key_file` names (locally); else none, and no `ready` decision is
+        recorded (never a default key). Nothing is read or built until a receipt is signed."""
+        if self._receipt_signer is not None:
+            return self._receipt_signer
+        if self.settings.receipt_key_id:
+            from sentinel_service.adapters.receipt_signer import KmsReceiptSigner
+
+            return KmsReceiptSigner(lambda: self.kms, self.settings.receipt_key_id)
+        if self.settings.receipt_key_file:
+            from sentinel_service.adapters.receipt_signer import FileReceiptSigner
+
+            return FileReceiptSigner(self.settings.receipt_key_file)
+        return None
+
+    @cached_property
+    def kms(self) -> Any:
+        if self._kms is not None:
+            return self._kms
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client("kms", region_name=self.settings.region, config=Config(**self._timeouts))
+
+    @cached_property
     def s3(self) -> Any:
         if self._s3 is not None:
             return self._s3
@@ -274,6 +301,32 @@ class Services:
 
     def now(self) -> datetime:
         return self.clock.now()
+
+    def forge(self, github: GitHubForge) -> Forge:
+        """The forge for a project's GitHub App (its `github` configuration): the one handed in (a Forge, or
+        a builder given the configuration), else the GitHub App adapter for the app and installation it
+        names, built on first use and kept per installation. Building reads no key and calls nothing: the
+        key is read (file or Secrets Manager) when the first installation token is minted."""
+        if self._forge is not None:
+            return self._forge
+        if self._forge_builder is not None:
+            return self._forge_builder(github)
+        key = (github.app_id, github.installation_id)
+        with self._key_lock:
+            built = self._forges.get(key)
+            if built is None:
+                from sentinel_service.adapters.github_app import GitHubApp
+                from sentinel_service.adapters.github_auth import key_source
+
+                built = GitHubApp.build(
+                    self.settings.github_api_url,
+                    github.app_id,
+                    github.installation_id,
+                    key_source(self.settings, self._secrets_client),
+                    self.now,
+                )
+                self._forges[key] = built
+            return built
 
     # ---- what the process holds between requests ---------------------------------------------------------
 
@@ -310,6 +363,8 @@ class Services:
             seal=self.chain_seal,
             reads_witness=self.local_witness,
             appends_witness=self.local_witness,
+            receipt_signer=self.receipt_signer,
+            receipt_max_seconds=self.settings.receipt_max_seconds,
         )
 
     @cached_property

@@ -52,9 +52,26 @@ def run_forge_delivery(services: Services, project: str, delivery: dict[str, Any
     config = state.config()
     principal = config.github.app_principal if config is not None and config.github is not None else ""
     app = app_actor(services, project, principal) if principal else Actor(id="-", kind="ci")
-    done = handle_delivery(chain, services.forge, project, delivery, app, lambda p: _sponsor(services, p))
+    if config is None or config.github is None:
+        # The repository is no longer this project's: the use case says so and writes nothing.
+        return handle_delivery(chain, _Unused(), project, delivery, app)
+    forge = services.forge(config.github)  # the project's GitHub App (the adapter, or the tests' fake)
+    done = handle_delivery(chain, forge, project, delivery, app, lambda p: _sponsor(services, p))
     publish_checks(services, project, done.publish)
     return done
+
+
+class _Unused:
+    """A forge never asked: the delivery names no repository the project still configures."""
+
+    def changed_files(self, repository: str, base: str, head: str) -> Any:
+        raise AssertionError("unreachable: no GitHub configuration")
+
+    def read_file(self, repository: str, revision: str, path: str) -> Any:
+        raise AssertionError("unreachable: no GitHub configuration")
+
+    def publish_check(self, repository: str, check: Any) -> Any:
+        raise AssertionError("unreachable: no GitHub configuration")
 
 
 def _sponsor(services: Services, principal_id: str) -> str | None:

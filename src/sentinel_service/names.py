@@ -34,6 +34,7 @@ OUTPUT_DASHBOARD = "DashboardName"
 OUTPUT_WITNESS_BUCKET = "WitnessBucketName"
 OUTPUT_WITNESS_SIGNING_KEY_ID = "WitnessSigningKeyId"
 OUTPUT_CHAIN_KEY_SECRET_ARN = "ChainKeySecretArn"
+OUTPUT_RECEIPT_KEY_ID = "ReceiptSigningKeyId"  # the KMS key that signs decision receipts (its ARN)
 OUTPUT_PACKAGE_DIGEST = "PackageDigest"  # what /v1/health reports as package_digest
 # `make deploy` writes the outputs here ({stack name: {output key: value}}), relative to the repository.
 STACK_OUTPUTS_FILE = "build/stack-outputs.json"
@@ -76,6 +77,16 @@ ENV_RUNTIME = "SENTINEL_RUNTIME"
 ENV_CHAIN_KEY_SECRET_ARN = "SENTINEL_CHAIN_KEY_SECRET_ARN"
 ENV_WITNESS_BUCKET = "SENTINEL_WITNESS_BUCKET"
 ENV_WITNESS_SIGNING_KEY_ID = "SENTINEL_WITNESS_SIGNING_KEY_ID"
+# Signed decision receipts (docs/receipts.md): the KMS key in AWS, a key file locally, and their maximum
+# lifetime in seconds.
+ENV_RECEIPT_KEY_ID = "SENTINEL_RECEIPT_KEY_ID"
+ENV_RECEIPT_KEY_FILE = "SENTINEL_RECEIPT_KEY_FILE"
+ENV_RECEIPT_MAX_SECONDS = "SENTINEL_RECEIPT_MAX_SECONDS"
+# The GitHub App's private key (a Secrets Manager secret in AWS; a 0600 PEM file locally) and the REST API's
+# base URL (GitHub Enterprise Server: https://HOST/api/v3); issue 15, docs/github.md.
+ENV_GITHUB_APP_KEY_SECRET_ARN = "SENTINEL_GITHUB_APP_KEY_SECRET_ARN"
+ENV_GITHUB_APP_KEY_FILE = "SENTINEL_GITHUB_APP_KEY_FILE"
+ENV_GITHUB_API_URL = "SENTINEL_GITHUB_API_URL"
 RUNTIME_AWS_LAMBDA = "aws_lambda"
 # The forge (docs/github.md): the webhook's secret (read by the forge function only) and the GitHub App's
 # private key (read by whatever calls GitHub: the forge worker), both Secrets Manager secrets the operator

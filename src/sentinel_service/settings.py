@@ -65,6 +65,17 @@ class Settings:
     # The GitHub webhook's secret (docs/github.md): a 0600 file locally, a Secrets Manager secret in AWS.
     github_webhook_secret_file: str | None = None
     github_webhook_secret_arn: str | None = None
+    # Signed decision receipts (docs/receipts.md): the asymmetric KMS key in AWS, a PEM key file locally;
+    # neither means no receipt, so no `ready` decision is recorded (there is no default key).
+    receipt_key_id: str | None = None
+    receipt_key_file: str | None = None
+    receipt_max_seconds: int = 86400
+    # The GitHub App (docs/github.md): its private key (a 0600 PEM file locally, a Secrets Manager secret in
+    # AWS) and the REST API's base URL (GitHub Enterprise Server: https://HOST/api/v3). The app and
+    # installation ids are the project's configuration, not the deployment's.
+    github_app_key_file: str | None = None
+    github_app_key_secret_arn: str | None = None
+    github_api_url: str = "https://api.github.com"
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
@@ -101,4 +112,10 @@ class Settings:
             witness_signing_key_id=e.get("SENTINEL_WITNESS_SIGNING_KEY_ID") or None,
             github_webhook_secret_file=e.get("SENTINEL_GITHUB_WEBHOOK_SECRET_FILE") or None,
             github_webhook_secret_arn=e.get("SENTINEL_GITHUB_WEBHOOK_SECRET_ARN") or None,
+            receipt_key_id=e.get("SENTINEL_RECEIPT_KEY_ID") or None,
+            receipt_key_file=e.get("SENTINEL_RECEIPT_KEY_FILE") or None,
+            receipt_max_seconds=int(_number(e, "SENTINEL_RECEIPT_MAX_SECONDS", 86400, 60, 30 * 86400)),
+            github_app_key_file=e.get("SENTINEL_GITHUB_APP_KEY_FILE") or None,
+            github_app_key_secret_arn=e.get("SENTINEL_GITHUB_APP_KEY_SECRET_ARN") or None,
+            github_api_url=e.get("SENTINEL_GITHUB_API_URL") or "https://api.github.com",
         )

@@ -1,6 +1,6 @@
-"""The HTTP API: routes from the one route table, the token authorizer on every route but the two public
-ones, throttles on the stage and each route, JSON access logs without the Authorization header, and nothing
-else reachable from outside."""
+"""The HTTP API: routes from the one route table, the token authorizer on every route but the three public
+ones (health, the OpenAPI document and the receipt keys), throttles on the stage and each route, JSON access
+logs without the Authorization header, and nothing else reachable from outside."""
 
 import json
 from typing import Any
@@ -11,9 +11,9 @@ from sentinel_service import names
 from sentinel_service.http.routes import ROUTES
 from support.infra import Synthesized, as_list, functions_by_name, ref_name
 
-# Health and the document take no credential at all; the GitHub webhook takes no bearer token because GitHub
-# signs each delivery, and the forge function refuses what does not verify (tests/functional).
-PUBLIC = {"GET /v1/health", "GET /v1/openapi.json", "POST /v1/forge/github/webhook"}
+# Health, the document and the receipt keys take no credential at all; the GitHub webhook takes no bearer
+# token because GitHub signs each delivery, and the forge function refuses what does not verify.
+PUBLIC = {"GET /v1/health", "GET /v1/openapi.json", "GET /v1/keys", "POST /v1/forge/github/webhook"}
 
 
 def api_ids(synth: Synthesized) -> dict[str, str]:
@@ -81,7 +81,7 @@ def test_each_route_reaches_its_own_function_production_on_live_and_acceptance_o
             assert integrations[ref_name(target)] == (route.function, alias)
 
 
-def test_the_authorizer_guards_every_route_but_health_the_openapi_document_and_the_webhook(
+def test_the_authorizer_guards_every_route_but_health_the_document_the_keys_and_the_webhook(
     synthesized: Synthesized,
 ) -> None:
     # Given the production API's one authorizer and every route
@@ -162,7 +162,9 @@ def test_access_logs_are_json_and_never_carry_the_authorization_header(synthesiz
     assert any(group in destination for group in synthesized.of_type("AWS::Logs::LogGroup"))
 
 
-def test_nothing_is_public_but_the_health_openapi_and_signed_webhook_routes(synthesized: Synthesized) -> None:
+def test_nothing_is_public_but_the_health_openapi_keys_and_signed_webhook_routes(
+    synthesized: Synthesized,
+) -> None:
     # Given every resource of the stack
     kinds = {r["Type"] for r in synthesized.resources.values()}
     # Then nothing is reachable from outside except through the API: no function URL, domain or second API,
@@ -218,5 +220,6 @@ def test_nothing_is_public_but_the_health_openapi_and_signed_webhook_routes(synt
         (names.CHAIN_VERIFIER_FUNCTION, names.LIVE_ALIAS),
         (names.FORGE_WORKER_FUNCTION, names.LIVE_ALIAS),
     ]
-    # And the only routes without the authorizer are the public ones
+    # And the only routes without the authorizer are the public ones (GET /v1/keys answers public keys only:
+    # what a deploy step needs to check a receipt offline; the webhook refuses what GitHub did not sign)
     assert {k for k, r in routes(synthesized).items() if r["AuthorizationType"] == "NONE"} == PUBLIC

@@ -105,6 +105,11 @@ def token_key_id(synth: Synthesized) -> str:
     return secret
 
 
+def receipt_key(synth: Synthesized) -> str:
+    (key,) = [k for k in synth.of_type("AWS::KMS::Key") if k.startswith("ReceiptKey")]
+    return key
+
+
 def witness_reads(synth: Synthesized) -> dict[str, set[str]]:
     """What a function that appends to chains may do to compare them with the witness (integrity.py)."""
     (chain_key,) = [k for k in synth.of_type("AWS::SecretsManager::Secret") if k.startswith("Integrity")]
@@ -162,7 +167,12 @@ def test_each_function_has_its_own_role_with_only_its_actions(
             secret: {"secretsmanager:GetSecretValue"},
         }
     elif function == "health":
-        assert allowed == {state: set(STATE_PROBE_ACTIONS)}
+        # And health probes the table and reads the receipt key's public half (GET /v1/keys)
+        assert allowed == {state: set(STATE_PROBE_ACTIONS), receipt_key(synthesized): {"kms:GetPublicKey"}}
+    elif function == "gating":
+        # And the gating function signs the receipts of the decisions it records
+        receipts = {receipt_key(synthesized): {"kms:Sign"}}
+        assert allowed == {state: set(STATE_WRITER_ACTIONS), **witness_reads(synthesized), **receipts}
     elif function == names.FORGE_FUNCTION:
         # And the webhook's function reads the webhook secret too, and nothing of GitHub's app key
         (webhook_secret,) = [k for k in synthesized.of_type("AWS::SecretsManager::Secret") if "Webhook" in k]

@@ -58,9 +58,11 @@ def test_a_secrets_manager_secret_is_read_with_the_given_client() -> None:
 
     with mock_aws():
         client = boto3.client("secretsmanager", region_name="us-east-1")
-        arn = client.create_secret(Name="webhook", SecretString="from-secrets-manager-0123456789")["ARN"]
+        arn = client.create_secret(Name="webhook", SecretString="from-secrets-manager-0123456789abcdef")[
+            "ARN"
+        ]
         s = settings(SENTINEL_GITHUB_WEBHOOK_SECRET_ARN=arn, AWS_REGION="us-east-1")
-        assert load_webhook_secret(s, secrets_client=client) == b"from-secrets-manager-0123456789"
+        assert load_webhook_secret(s, secrets_client=client) == b"from-secrets-manager-0123456789abcdef"
         clear_webhook_secret_cache()
         missing = settings(SENTINEL_GITHUB_WEBHOOK_SECRET_ARN=arn + "-gone", AWS_REGION="us-east-1")
         with pytest.raises(WebhookSecretUnavailable, match="cannot read"):

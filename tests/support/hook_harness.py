@@ -201,8 +201,8 @@ def stand_in_server(answer: Callable[[BaseHTTPRequestHandler], Answer | None]) -
 
         def do_POST(self) -> None:  # noqa: N802 - the CI gate records the decision it acts on
             length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(length)
+            # Kept for answers (and tests) that look at what was sent, e.g. the evidence a publisher posts.
+            self.body = self.rfile.read(length) if length else b""
             self.do_GET()
 
         def log_message(self, *_args: Any) -> None:

@@ -34,7 +34,7 @@ from sentinel_domain.usecases import LEASE_SECONDS, Gate
 from sentinel_service.adapters.dynamodb_store import DynamoStateStore
 from sentinel_service.adapters.tables import state_table_definition
 from sentinel_service.http.problems import refusal_headers, refusal_status
-from support.world import BASE, CI, PROJECT, REQUESTER, REV, REVIEWER, SEAL, World
+from support.world import BASE, CI, PROJECT, RECEIPT_SIGNER, REQUESTER, REV, REVIEWER, SEAL, World
 
 FILES = ["services/payments/api.py", "docs/guide.md"]
 WRITES = frozenset({"transact_write_items", "put_item", "delete_item", "update_item"})
@@ -482,6 +482,7 @@ class DynamoWorld:
             seal=SEAL,
             reads_witness=False,
             appends_witness=False,
+            receipt_signer=RECEIPT_SIGNER,
         )
 
     def deliver_checkpoints(self) -> int:

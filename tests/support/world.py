@@ -8,6 +8,7 @@ from sentinel_domain.integrity import ChainSeal
 from sentinel_domain.memory import FixedClock, MemoryStore, MemoryWitness, SequentialIds
 from sentinel_domain.models import Actor, CandidateRequest, Policy, ProjectConfig
 from sentinel_service.adapters.proposers import NoModel
+from sentinel_service.adapters.receipt_signer import PemReceiptSigner, new_private_key_pem
 from sentinel_service.compose import compose
 from sentinel_service.settings import Settings
 
@@ -19,6 +20,8 @@ PROJECT = "demo"
 SEAL = ChainSeal(b"sentinel-tests-chain-key-0123456789abcdef")
 # The tests' GitHub webhook secret: a world's webhook refuses what it did not sign (401), never 503.
 WEBHOOK_SECRET = b"sentinel-tests-webhook-secret-0123456789"
+# The tests' receipt key: fixed, so receipts (deterministic signatures) are the same in every run.
+RECEIPT_SIGNER = PemReceiptSigner(new_private_key_pem(secret=0x5E47_14E1_7E57))
 
 UNIT_POLICY = {
     "check_type": "unit",
@@ -61,7 +64,7 @@ CONFIG = {
 def sealed() -> dict[str, Any]:
     """The composition root's seal and witness for a test's services: the tests' key and a fresh witness in
     memory (compose refuses every write without a chain key, and every local read without a witness)."""
-    return {"seal": SEAL, "witness": MemoryWitness(SEAL)}
+    return {"seal": SEAL, "witness": MemoryWitness(SEAL), "receipt_signer": RECEIPT_SIGNER}
 
 
 def actor(id_: str, kind: str, *roles: str, sponsor: str | None = None) -> Actor:
@@ -101,6 +104,7 @@ class World:
             witness=self.witness,
             hold_chains=hold_chains,
             webhook_secret=WEBHOOK_SECRET,
+            receipt_signer=RECEIPT_SIGNER,
         )
         self.gate = self.services.gate
         self.gate.create_project(PROJECT)

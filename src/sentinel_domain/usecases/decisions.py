@@ -2,7 +2,7 @@
 service clock and recorded on the candidate's chain. Once the caller's role and the candidate are
 established, nothing the gate cannot establish refuses: it is a finding, and the decision holds."""
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..canonical import digest
 from ..decision import Decision, Finding, decide, finding, findings_digest, hold
@@ -10,6 +10,8 @@ from ..errors import Refusal, StoreConflict, StoreUnavailable
 from ..models import Actor
 from ..outcomes import DecisionNotRecorded, DecisionRecorded, DecisionView, decision_view
 from ..ports import IdempotencyRecord, Stream, StreamRef
+from ..receipts import DEFAULT_MAX_SECONDS, ReceiptSigner, ReceiptSignerUnavailable, envelope, statement
+from ..receipts import statement_digest as receipt_digest
 from ..records import decision_fact
 from ..state import CandidateState, ProjectState, parse_facts
 from ..times import format_time, parse_time
@@ -122,11 +124,40 @@ def decision(
     return decision_view(verdict, "caller" if as_of else "service")
 
 
+def _receipt(
+    verdict: Decision, basis: Basis, signer: ReceiptSigner | None, max_seconds: int
+) -> tuple[dict[str, Any], str]:
+    """The signed receipt of a `ready` decision and its statement's digest. Fails closed: no signer, or one
+    that cannot sign, is STATE_UNAVAILABLE before anything is appended, so `ready` is never recorded (nor
+    answered) without its receipt."""
+    if signer is None:
+        raise unavailable(
+            "no receipt signing key is configured (SENTINEL_RECEIPT_KEY_ID or SENTINEL_RECEIPT_KEY_FILE): "
+            "a ready decision is never recorded without its signed receipt; nothing was recorded"
+        )
+    if basis.state is None:  # ready is judged from a readable state only; never guess one
+        raise unavailable("the candidate's state was not read; nothing was recorded")
+    claims = statement(verdict, basis.state, basis.project, max_seconds)
+    try:
+        return envelope(claims, signer), receipt_digest(claims)
+    except ReceiptSignerUnavailable as error:
+        raise unavailable(
+            f"{error}; a ready decision is never recorded without it: nothing was recorded"
+        ) from None
+
+
 def record_decision(
-    chain: Chain, project: str, candidate_id: str, actor: Actor, key: str | None
+    chain: Chain,
+    project: str,
+    candidate_id: str,
+    actor: Actor,
+    key: str | None,
+    signer: ReceiptSigner | None = None,
+    receipt_max_seconds: int = DEFAULT_MAX_SECONDS,
 ) -> DecisionRecorded | DecisionNotRecorded:
     """Recorded (with its seq), or, when the store fails once the candidate is established, a hold that says
-    it was not recorded."""
+    it was not recorded. A `ready` one carries its signed receipt (`receipts`), signed before the write: a
+    signer that fails is answered as a store failure is, a hold that was not recorded."""
     need(actor)
     ref = StreamRef(project, candidate_id)
     # Until the candidate is established a store failure is a 503, not a decision. Recording is a release
@@ -170,12 +201,15 @@ def record_decision(
             basis.project_seq,
             actor.fact(),
         )
+        receipt = None
+        if verdict.decision == "ready":
+            receipt, fact["receipt_digest"] = _receipt(verdict, basis, signer, receipt_max_seconds)
         if stream.seq and stream.events and stream.events[-1]["at"] > verdict.as_of:
             raise StoreConflict()  # a write landed after our clock reading: judge again
         head = {k: v for k, v in (stream.head or {}).items() if k not in ("seq", "hash")}
         return chain.commit(
             CommitRequest(stream, actor.id, fact, idempotency=idem, head=head),
-            lambda seq: DecisionRecorded(**dict(verdict), as_of_source="service", seq=seq),
+            lambda seq: DecisionRecorded(**dict(verdict), as_of_source="service", seq=seq, receipt=receipt),
         )
 
     try:

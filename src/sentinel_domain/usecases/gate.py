@@ -44,6 +44,7 @@ from ..outcomes import (
     TaskSettled,
 )
 from ..ports import Clock, Ids, Proposer, StateStore, Stream, StreamRef, Witness
+from ..receipts import DEFAULT_MAX_SECONDS, ReceiptSigner
 from . import actions, audit, candidates, decisions, evidence, forge, plans, projects, reviews
 from .chain import Chain
 from .project_reads import ChainCache
@@ -62,9 +63,12 @@ class Gate:
         *,
         reads_witness: bool = True,
         appends_witness: bool = False,
+        receipt_signer: ReceiptSigner | None = None,
+        receipt_max_seconds: int = DEFAULT_MAX_SECONDS,
     ) -> None:
         """`seal`, `witness`, `reads_witness` and `appends_witness`: see `Chain` (the composition root sets
-        them for the local runner and for AWS)."""
+        them for the local runner and for AWS). `receipt_signer` signs the receipt of every recorded `ready`
+        decision; without one, no `ready` decision is recorded (see `decisions.record_decision`)."""
         self.chain = Chain(
             store,
             clock,
@@ -75,6 +79,8 @@ class Gate:
             appends_witness=appends_witness,
         )
         self.proposer = proposer
+        self.receipt_signer = receipt_signer
+        self.receipt_max_seconds = receipt_max_seconds
         # The verified project chains this process holds for decision reads (none: every read is in full).
         self.chain_cache = chain_cache
 
@@ -241,4 +247,6 @@ class Gate:
     def record_decision(
         self, project: str, candidate_id: str, actor: Actor, key: str | None
     ) -> DecisionRecorded | DecisionNotRecorded:
-        return decisions.record_decision(self.chain, project, candidate_id, actor, key)
+        return decisions.record_decision(
+            self.chain, project, candidate_id, actor, key, self.receipt_signer, self.receipt_max_seconds
+        )

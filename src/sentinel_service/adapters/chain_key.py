@@ -74,27 +74,26 @@ def read_key_file(path: str, create: bool = False) -> bytes:
     """The key in `path`, after checking that only its owner (this user) can read or replace it."""
     if create:
         create_key_file(path)
-    return _decode(read_owner_only_file(path, "chain key"), path)
+    return _decode(read_owner_only_file(path, "chain key", ChainKeyUnavailable), path)
 
 
-def read_owner_only_file(path: str, what: str) -> bytes:
-    """The bytes of `path`, a regular file (never followed through a link) that this user owns and nobody
-    else may read or write (mode 0600 or stricter). Anything else raises ChainKeyUnavailable naming `what`:
-    a secret others could read or replace is no secret (the webhook secret is read this way too)."""
+def read_owner_only_file(path: str, what: str, refusal: type[Exception]) -> bytes:
+    """The bytes of a secret file (`what` names it in refusals), read only when it is a regular file of this
+    user that neither group nor others can open; anything else raises `refusal`. Shared by every key file
+    the service reads (the chain key here, the GitHub App's private key, the receipt signing key), so one set
+    of checks guards all."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as error:
-        raise ChainKeyUnavailable(f"cannot read the {what} file {path}: {error.strerror}") from None
+        raise refusal(f"cannot read the {what} file {path}: {error.strerror}") from None
     with os.fdopen(descriptor, "rb") as handle:
         status = os.fstat(handle.fileno())
         if not stat.S_ISREG(status.st_mode):
-            raise ChainKeyUnavailable(f"the {what} file {path} is not a regular file")
+            raise refusal(f"the {what} file {path} is not a regular file")
         if status.st_uid != os.geteuid():
-            raise ChainKeyUnavailable(
-                f"the {what} file {path} belongs to another user: whoever owns it could forge with it"
-            )
+            raise refusal(f"the {what} file {path} belongs to another user: whoever owns it could replace it")
         if status.st_mode & 0o077:
-            raise ChainKeyUnavailable(
+            raise refusal(
                 f"the {what} file {path} is open to group or others (mode "
                 f"{stat.S_IMODE(status.st_mode):04o}): make it 0600 (chmod 600) after checking nobody else "
                 "read it"
@@ -103,10 +102,20 @@ def read_owner_only_file(path: str, what: str) -> bytes:
 
 
 def create_key_file(path: str) -> bool:
-    """A fresh random key at `path`, unless a file is there already (False). Atomic: the key is written and
-    fsynced in a temporary file of the same directory, mode 0600 from its creation, then linked into place
-    (link never replaces an existing file), so a reader never sees a half-written key and two processes
-    racing to create it end up with one key."""
+    """A fresh random chain key at `path`, unless a file is there already (False)."""
+    return create_private_file(
+        path,
+        (secrets.token_hex(MIN_CHAIN_KEY_BYTES) + "\n").encode("ascii"),
+        "chain key",
+        ChainKeyUnavailable,
+    )
+
+
+def create_private_file(path: str, content: bytes, what: str, refuse: type[Exception]) -> bool:
+    """`content` at `path`, unless a file is there already (False). Atomic: written and fsynced in a
+    temporary file of the same directory, mode 0600 from its creation, then linked into place (link never
+    replaces an existing file), so a reader never sees a half-written key and two processes racing to create
+    it end up with one key."""
     if os.path.lexists(path):
         return False
     parent = os.path.dirname(path) or "."
@@ -115,10 +124,10 @@ def create_key_file(path: str) -> bool:
         temporary = os.path.join(parent, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except OSError as error:
-        raise ChainKeyUnavailable(f"cannot create the chain key file {path}: {error.strerror}") from None
+        raise refuse(f"cannot create the {what} file {path}: {error.strerror}") from None
     try:
-        with os.fdopen(descriptor, "w", encoding="ascii") as handle:
-            handle.write(secrets.token_hex(MIN_CHAIN_KEY_BYTES) + "\n")
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(content)
             handle.flush()
             os.fsync(handle.fileno())
         try:
@@ -126,7 +135,7 @@ def create_key_file(path: str) -> bool:
         except FileExistsError:
             return False
         except OSError as error:
-            raise ChainKeyUnavailable(f"cannot create the chain key file {path}: {error.strerror}") from None
+            raise refuse(f"cannot create the {what} file {path}: {error.strerror}") from None
         _fsync_directory(parent)
         return True
     finally:

@@ -11,10 +11,9 @@ import os
 import threading
 from typing import Any
 
-from sentinel_domain.integrity import ChainKeyUnavailable
 from sentinel_service.adapters.chain_key import read_owner_only_file
 
-MIN_SECRET_BYTES = 16
+MIN_SECRET_BYTES = 32  # docs/github.md asks the app for at least 32 bytes
 
 
 class WebhookSecretUnavailable(Exception):
@@ -41,10 +40,7 @@ def load_webhook_secret(settings: Any, *, secrets_client: Any = None) -> bytes:
             return cached
         kind, _, location = source.partition(":")
         if kind == "file":
-            try:
-                material = read_owner_only_file(location, "webhook secret")
-            except ChainKeyUnavailable as error:
-                raise WebhookSecretUnavailable(str(error)) from None
+            material = read_owner_only_file(location, "webhook secret", WebhookSecretUnavailable)
         else:
             material = _read_secret(location, settings.region, secrets_client)
         secret = material.strip()

@@ -19,7 +19,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.request import Request
 from pydantic import BaseModel, ConfigDict
 
-from sentinel_domain.errors import StoreUnavailable
+from sentinel_domain.errors import Refusal, StoreUnavailable
 from sentinel_domain.models import (
     CandidateRequest,
     ChangeContextRequest,
@@ -55,6 +55,7 @@ from sentinel_domain.outcomes import (
     TaskSettled,
 )
 from sentinel_domain.ports import StreamRef
+from sentinel_domain.receipts import SIGNING_ALGORITHM, ReceiptSignerUnavailable
 from sentinel_domain.usecases.forge import WebhookReceived
 from sentinel_service.adapters import decision_metrics
 from sentinel_service.compose import Services
@@ -127,6 +128,20 @@ class Health(Edge):
     package_digest: str
 
 
+class PublicKey(Edge):
+    """A key decision receipts are signed with: a receipt's signature names it by `key_id`."""
+
+    key_id: str
+    algorithm: Literal["ECDSA_P256_SHA256"]
+    public_key: str  # SubjectPublicKeyInfo, PEM
+
+
+class Keys(Edge):
+    """The receipt signing keys (none when the gate has no key: it then records no `ready` decision)."""
+
+    keys: list[PublicKey]
+
+
 class Identity(Edge):
     principal_id: str
     kind: str
@@ -184,6 +199,19 @@ def github_webhook(svc: Svc, event: Raw) -> Response[WebhookReceived]:
     return respond(
         "github_webhook", outcome, status=DUPLICATE_STATUS if outcome.status == "duplicate" else None
     )
+
+
+def keys(svc: Svc) -> Response[Keys]:
+    signer = svc.receipt_signer
+    if signer is None:
+        return respond("keys", Keys(keys=[]))
+    try:
+        entry = PublicKey(
+            key_id=signer.key_id, algorithm=SIGNING_ALGORITHM, public_key=signer.public_key_pem()
+        )
+    except ReceiptSignerUnavailable as error:
+        raise Refusal("STATE_UNAVAILABLE", f"the receipt key cannot be read: {error}") from None
+    return respond("keys", Keys(keys=[entry]))
 
 
 def whoami(call: Caller) -> Response[Identity]:
@@ -390,6 +418,7 @@ ENDPOINTS: dict[str, Callable[..., Response[Any]]] = {
     for f in (
         health,
         github_webhook,
+        keys,
         whoami,
         put_config,
         get_config,

@@ -23,7 +23,7 @@ def openapi_document() -> dict[str, Any]:
             title="Sentinel",
             version="1.0.0",
             description="A fail-closed readiness gate for changes made by coding agents. Every route but "
-            "/v1/health and /v1/openapi.json needs `Authorization: Bearer <token>`.",
+            "/v1/health, /v1/openapi.json and /v1/keys needs `Authorization: Bearer <token>`.",
         )
     doc: dict[str, Any] = _document(json.loads(_OPENAPI))
     return doc

@@ -50,6 +50,8 @@ ROUTES: tuple[Route, ...] = (
     # No bearer token: GitHub signs each delivery (X-Hub-Signature-256), and the forge function checks it.
     Route("POST", "/v1/forge/github/webhook", "github_webhook", "forge", "anonymous (signed by GitHub)",
           "Receive a GitHub webhook delivery", 202, public=True, max_body=WEBHOOK_BODY),
+    Route("GET", "/v1/keys", "keys", "health", "anonymous",
+          "The public keys decision receipts are signed with", public=True),
     Route("GET", "/v1/whoami", "whoami", "gating", "any", "The caller's identity and roles"),
     Route("PUT", P + "/config", "put_config", "gating", "admin",
           "Set the project configuration (a new version)", 201),

@@ -19,7 +19,7 @@ from sentinel_domain.models import ExecutionRequest, ProjectConfig, ReportReques
 from sentinel_domain.usecases import Gate
 from sentinel_service.adapters.dynamodb_store import DynamoStateStore
 from support.moto_world import DynamoWorld, Flow, Outcome, Tables, audit_table, outcome
-from support.world import ADMIN, CONFIG, PROJECT, REQUESTER, REV, REVIEWER_2, SEAL
+from support.world import ADMIN, CONFIG, PROJECT, RECEIPT_SIGNER, REQUESTER, REV, REVIEWER_2, SEAL
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +48,7 @@ def rival(world: DynamoWorld) -> Gate:
         seal=SEAL,
         reads_witness=False,
         appends_witness=False,
+        receipt_signer=RECEIPT_SIGNER,
     )
 
 

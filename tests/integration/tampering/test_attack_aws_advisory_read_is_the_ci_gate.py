@@ -21,7 +21,7 @@ from sentinel_service.adapters.sqlite_database import SqliteDatabase
 from sentinel_service.adapters.sqlite_store import SqliteStateStore
 from support.moto_world import Flow
 from support.tamper import SqliteRows
-from support.world import ADMIN, AUDITOR, PROJECT, SEAL, UNIT_POLICY, World
+from support.world import ADMIN, AUDITOR, PROJECT, RECEIPT_SIGNER, SEAL, UNIT_POLICY, World
 
 DECIDED = Flow.STEPS.index("decide") + 1
 
@@ -42,6 +42,7 @@ def test_attack_project_chain_rollback_is_caught_by_the_release_path_the_ci_gate
         seal=SEAL,
         reads_witness=False,
         appends_witness=False,
+        receipt_signer=RECEIPT_SIGNER,
     )
     cid = flow.candidate_id
     assert aws.decision(PROJECT, cid, AUDITOR, None).decision == "ready"

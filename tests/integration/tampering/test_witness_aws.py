@@ -233,7 +233,7 @@ def test_advisory_reads_hold_from_the_verifiers_run_on_even_from_a_held_chain(de
     chain's HEAD, which every decision read gets anyway."""
     from sentinel_domain.usecases import Gate
     from sentinel_domain.usecases.project_reads import ChainCache
-    from support.world import REQUESTER
+    from support.world import RECEIPT_SIGNER, REQUESTER
 
     d = deployment
     store = d.parts.verifier.store
@@ -246,6 +246,7 @@ def test_advisory_reads_hold_from_the_verifiers_run_on_even_from_a_held_chain(de
         reads_witness=False,
         appends_witness=False,
         chain_cache=ChainCache(),
+        receipt_signer=RECEIPT_SIGNER,
     )
 
     def read() -> set[str]:

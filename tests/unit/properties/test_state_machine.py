@@ -60,6 +60,7 @@ from support.world import (
     LINT_POLICY,
     OUTSIDER,
     PROJECT,
+    RECEIPT_SIGNER,
     REQUESTER,
     REVIEWER,
     REVIEWER_2,
@@ -1105,7 +1106,7 @@ class GateMachine(RuleBasedStateMachine):
         store.idempotency, store.outbox = copy.deepcopy(source.idempotency), copy.deepcopy(source.outbox)
         world = copy.copy(self.world)
         world.store, world.clock, world.ids = store, FixedClock(self.now), copy.copy(self.world.ids)
-        world.gate = Gate(store, world.clock, world.ids)
+        world.gate = Gate(store, world.clock, world.ids, receipt_signer=RECEIPT_SIGNER)
         twin.world, twin.clock, twin.gate = world, world.clock, world.gate
         twin.model = copy.deepcopy(self.model)
         twin.instants, twin.verified, twin.judged = list(self.instants), {}, {}
