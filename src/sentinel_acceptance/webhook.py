@@ -11,9 +11,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from sentinel_service import names
 from sentinel_service.adapters.tokens import new_token
 
 HTTP_TIMEOUT = 30.0
+# The GitHub secrets' ARNs, which the emulated runner must not follow (moto's CloudFormation makes no secret).
+FORGE_SECRETS = (names.ENV_GITHUB_WEBHOOK_SECRET_ARN, names.ENV_GITHUB_APP_KEY_SECRET_ARN)
 WEBHOOK_REFUSAL = (401, "WEBHOOK_SIGNATURE_INVALID")
 
 

@@ -70,7 +70,7 @@ def test_an_item_moved_to_another_project_is_refused(world: World) -> None:
 
 
 def test_an_unavailable_forge_raises_for_lambda_to_retry(world: World) -> None:
-    world.services.forge.unavailable_for = 1
+    world.services._forge.unavailable_for = 1
     with pytest.raises(ForgeUnavailable):
         worker_handler(lambda: world.services)(bus_event(delivered(world)), None)
 
