@@ -79,15 +79,13 @@ def test_forge_outbox_items_reach_the_worker_with_retries_and_a_dead_letter_queu
     synthesized: Synthesized,
 ) -> None:
     (rule,) = [r for r in synthesized.properties("AWS::Events::Rule") if "EventPattern" in r]
-    # On the Sentinel bus, for the two forge kinds of relayed outbox items only
+    # On the Sentinel bus, for the forge deliveries among the relayed outbox items
     buses = synthesized.of_type("AWS::Events::EventBus")
     assert ref_name(rule["EventBusName"]) in buses
     pattern = rule["EventPattern"]
     assert pattern["source"] == [names.EVENT_SOURCE] and pattern["detail-type"] == [names.DETAIL_TYPE_OUTBOX]
-    assert pattern["detail"]["dynamodb"]["NewImage"]["outbox_kind"]["S"] == [
-        names.OUTBOX_KIND_FORGE_DELIVERY,
-        names.OUTBOX_KIND_FORGE_CHECK,
-    ]
+    # (verified deliveries only: a candidate's check to publish is the check publisher's)
+    assert pattern["detail"]["dynamodb"]["NewImage"]["outbox_kind"]["S"] == [names.OUTBOX_KIND_FORGE_DELIVERY]
     (target,) = rule["Targets"]
     assert alias_function(synthesized, ref_name(target["Arn"])) == names.FORGE_WORKER_FUNCTION
     assert target["RetryPolicy"]["MaximumRetryAttempts"] == RULE_RETRY_ATTEMPTS

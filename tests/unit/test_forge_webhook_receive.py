@@ -14,7 +14,7 @@ from sentinel_domain.models import ProjectConfig
 from sentinel_domain.ports import StreamRef
 from sentinel_domain.usecases.forge import delivery_ref, receive_webhook
 from sentinel_domain.webhooks import forge_index_key, signature_valid
-from support.world import ADMIN, CONFIG, PROJECT, World
+from support.world import ADMIN, CI, CONFIG, PROJECT, World
 
 SECRET = b"webhook-secret-for-tests-0123456789"
 REPO = "acme/payments"
@@ -257,3 +257,26 @@ def test_the_configuration_claims_its_repository_and_a_second_project_is_refused
     assert world.store.forge_owner(forge_index_key(INSTALLATION, "acme/payments")) == PROJECT
     # And the first project may write its configuration again
     world.gate.put_config(PROJECT, ADMIN, ProjectConfig.model_validate(FORGE_CONFIG), "1")
+
+
+def test_a_check_run_rerequest_goes_straight_to_the_check_publisher(world: World) -> None:
+    # Given a candidate the forge created for the head
+    from sentinel_domain.models import CandidateRequest
+
+    body = {"subject": "payments", "base_revision": BASE_SHA, "revision": HEAD, "environment": "staging"}
+    request = CandidateRequest.model_validate({**body, "change": {"files": ["a.py"]}})
+    cid = world.gate.create_candidate(PROJECT, CI, request, None).candidate_id
+    delivery = json.dumps(
+        {
+            "action": "rerequested",
+            "check_run": {"external_id": cid, "head_sha": HEAD},
+            "repository": {"full_name": REPO},
+            "installation": {"id": INSTALLATION},
+        }
+    ).encode()
+    # When GitHub asks to re-run its check
+    answer = receive(world, delivery, event="check_run", delivery="rerun-1")
+    # Then it is recorded, and its outbox item asks the publisher for that candidate's check, not the worker
+    assert answer.status == "accepted"
+    kinds = [(o["kind"], o.get("candidate_id")) for o in world.store.outbox if o["kind"].startswith("forge")]
+    assert kinds == [("forge_check", cid)]

@@ -208,6 +208,12 @@ def _record(chain: Chain, project: str, app_principal: str, delivery: Delivery) 
     record = delivery.record()
     fact = {"type": "forge.delivery_received", "delivery": record, "recorded_at": chain.now()}
     outbox = [{"kind": OUTBOX_FORGE_DELIVERY, "project": project, "delivery": record}]
+    if delivery.event == "check_run":
+        # A re-run asks nothing of GitHub: it goes straight to the check publisher, as a new candidate's
+        # check does (the same outbox item, which the publisher's own bus rule takes).
+        outbox = [
+            {"kind": OUTBOX_FORGE_CHECK, "project": project, "candidate_id": delivery.fields["candidate_id"]}
+        ]
     try:
         return chain.commit(
             CommitRequest(Stream(ref, [], {}, None), app_principal, fact, outbox=outbox),

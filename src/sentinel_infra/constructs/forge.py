@@ -8,11 +8,11 @@ never calls GitHub. The worker, fed by the bus, holds the app's private key, rea
 (the app's principal, as it is now) and writes the state table; nothing routes a request to it.
 
 Delivery to the worker: the outbox relay puts every outbox item on the bus (detail-type sentinel.outbox, the
-stream record as detail); this rule takes the two forge kinds. The rule retries its own delivery and parks
-what it cannot deliver in the forge dead-letter queue; the worker's asynchronous invocation retries a failure
-(GitHub unavailable or rate-limited: ForgeUnavailable is raised) twice with Lambda's backoff and then sends
-the event to the same queue. An alarm pages on its first message; the operator redrives it once GitHub
-answers (the worker is idempotent: a candidate that exists is not an error)."""
+stream record as detail); this rule takes the verified deliveries (`forge_delivery`). The rule retries its
+own delivery and parks what it cannot deliver in the forge dead-letter queue; the worker's asynchronous
+invocation retries a failure (GitHub unavailable or rate-limited: ForgeUnavailable is raised) twice with
+Lambda's backoff and then sends the event to the same queue. An alarm pages on its first message; the operator
+redrives it once GitHub answers (the worker is idempotent: a candidate that exists is not an error)."""
 
 import aws_cdk as cdk
 from aws_cdk import Duration
@@ -29,7 +29,9 @@ from constructs import Construct
 from sentinel_infra.constructs.service_function import ServiceFunction
 from sentinel_service import names
 
-FORGE_KINDS = (names.OUTBOX_KIND_FORGE_DELIVERY, names.OUTBOX_KIND_FORGE_CHECK)
+# Only verified deliveries: `forge_check` items (a candidate's check to publish) belong to the check
+# publisher, whose own rule takes them.
+FORGE_KINDS = (names.OUTBOX_KIND_FORGE_DELIVERY,)
 RULE_RETRY_ATTEMPTS = 8  # EventBridge's own retries of a delivery to Lambda (throttled, unavailable)
 RULE_MAX_EVENT_AGE = Duration.hours(24)
 WORKER_RETRY_ATTEMPTS = 2  # Lambda's asynchronous retries of a failed run (the most it allows)
@@ -132,7 +134,7 @@ class Forge(Construct):
                     dead_letter_queue=self.dead_letters,
                 )
             ],
-            description="Sentinel: forge outbox items (verified deliveries, checks to publish) to the worker",
+            description="Sentinel: verified GitHub deliveries (forge_delivery items) to the forge worker",
         )
 
     def alarm_to(self, topic: sns.ITopic, prefix: str) -> cloudwatch.Alarm:
