@@ -41,6 +41,7 @@ from sentinel_service.http.routes import FUNCTIONS
 
 from .target import DEFAULT_PROJECT, EMULATION, BuiltPackage, Emulation, Target, read_build
 from .tokens import DEFAULT_TTL, mint, operator_runtime, retire
+from .webhook import FORGE_SECRETS, webhook_secret_file
 
 REPO = Path(__file__).resolve().parents[2]  # src/<package>/<module>.py
 REGION = "us-east-1"
@@ -437,15 +438,12 @@ def runner_environment(
     and chain keys come from files (moto's CloudFormation creates no Secrets Manager secret), and the runtime
     is `local` (health must not claim to be Lambda; the runner keeps its witness in its data directory, and
     signs receipts with the key file there: moto's KMS key is not reachable from the runner)."""
-    secrets_arns = {
-        names.ENV_TOKEN_KEY_SECRET_ARN,
-        names.ENV_CHAIN_KEY_SECRET_ARN,
-        names.ENV_WITNESS_BUCKET,
-        names.ENV_RECEIPT_KEY_ID,
-    }
+    secrets_arns = {names.ENV_TOKEN_KEY_SECRET_ARN, names.ENV_CHAIN_KEY_SECRET_ARN, names.ENV_WITNESS_BUCKET}
+    secrets_arns |= {names.ENV_RECEIPT_KEY_ID, *FORGE_SECRETS}
     env = {k: v for k, v in deployed.items() if k not in secrets_arns}
     if chain_key_file is not None:
         env["SENTINEL_CHAIN_KEY_FILE"] = str(chain_key_file)
+        env[names.ENV_GITHUB_WEBHOOK_SECRET_FILE] = str(webhook_secret_file(chain_key_file))
     if data_dir is not None:
         env["SENTINEL_DATA_DIR"] = str(data_dir)
     env.update(

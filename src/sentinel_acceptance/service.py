@@ -20,6 +20,7 @@ from sentinel_service.http.routes import ROUTES
 from .checks import BLOCKED, CheckFailed, CheckSkipped
 from .target import BuiltPackage, Target
 from .tokens import PRINCIPALS, Tokens, lifetime_problems
+from .webhook import unsigned_deliveries_refused
 
 HTTP_TIMEOUT = 30.0  # a cold Lambda with its layers answers in a few seconds; the plans function may use 28
 HEALTH_FIELDS = ("status", "service", "version", "runtime", "region", "model", "package_digest")
@@ -193,6 +194,9 @@ def auth_refusals(target: Target, front: Front) -> tuple[str, dict[str, Any]]:
     problems, probed = [], 0
     for route in ROUTES:
         path = _fill(route.path, target.project)
+        if route.public and route.method == "POST":  # the GitHub webhook: signed by GitHub, never a token
+            problems += unsigned_deliveries_refused(url, path)
+            continue
         if route.public:
             answer = anonymous.request(route.method, path)
             if answer.status != 200:
@@ -223,7 +227,7 @@ def auth_refusals(target: Target, front: Front) -> tuple[str, dict[str, Any]]:
         )
     return (
         f"all {probed} stateful routes answer 401 without a token and 403 with a wrong one; the "
-        f"public routes answer anonymously",
+        f"public routes answer anonymously, and the webhook refuses unsigned deliveries (401)",
         evidence,
     )
 

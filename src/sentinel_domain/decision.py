@@ -473,6 +473,17 @@ def decide(
         findings.append(
             finding("CHANGE_CONTEXT_UNVERIFIED", "no change context was attested by a trusted ci publisher")
         )
+        forge = state.candidate.get("forge")
+        if isinstance(forge, dict) and forge.get("complete") is False:
+            # The forge's file list was (or may have been) truncated: never attested. A trusted publisher's
+            # attested context (a tree diff, say) lifts both findings.
+            findings.append(
+                finding(
+                    "CHANGE_CONTEXT_INCOMPLETE",
+                    "the forge's list of changed files is or may be truncated, so it was not attested: a "
+                    "trusted ci publisher must attest the complete change",
+                )
+            )
     findings += _revoked_findings(state, compromised)
     if state.plan is None:
         findings.append(finding("PLAN_MISSING", "no work plan was stored for this candidate"))

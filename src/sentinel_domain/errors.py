@@ -38,6 +38,11 @@ REFUSAL_CODES: frozenset[str] = frozenset(
         "PAYLOAD_TOO_LARGE",
         "RATE_LIMITED",
         "STATE_UNAVAILABLE",
+        # The forge's webhook and repository index (docs/github.md, "Webhooks and who acts").
+        "WEBHOOK_SIGNATURE_INVALID",
+        "WEBHOOK_MALFORMED",
+        "WEBHOOK_PAYLOAD_INVALID",
+        "FORGE_REPOSITORY_CLAIMED",
     }
 )
 

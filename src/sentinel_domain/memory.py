@@ -41,6 +41,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self.streams: dict[StreamRef, Stream] = {}
         self.claims: dict[str, dict[str, dict[str, Any]]] = {}
+        self.forge_index: dict[str, str] = {}  # repository key -> project (sentinel_domain.ports.ForgeIndex)
         self.idempotency: dict[tuple[StreamRef, str, str], IdempotencyRecord] = {}
         self.outbox: list[dict[str, Any]] = []  # side effects
         # The checkpoint items every sealed append carries, kept apart from the side effects (the outbox the
@@ -71,6 +72,7 @@ class MemoryStore:
                     for (r, scope, key), rec in self.idempotency.items()
                 ),
                 json.dumps(self.claims, sort_keys=True),
+                json.dumps(self.forge_index, sort_keys=True),
             )
 
     def load(self, ref: StreamRef) -> Stream | None:
@@ -141,6 +143,14 @@ class MemoryStore:
                     "environment": fact["environment"],
                     "created_at": fact["recorded_at"],
                 }
+
+    def forge_claim(self, key: str, project: str) -> str:
+        with self._lock:
+            return self.forge_index.setdefault(key, project)
+
+    def forge_owner(self, key: str) -> str | None:
+        with self._lock:
+            return self.forge_index.get(key)
 
     def find_claim(self, project: str, key: str) -> str | None:
         with self._lock:

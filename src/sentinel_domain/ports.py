@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,21 @@ class StateStore(Protocol):
 
     def idempotency_release(self, record: IdempotencyRecord) -> None:
         """Drop an in-progress claim after a refusal: only successes are kept for replay."""
+
+
+@runtime_checkable
+class ForgeIndex(Protocol):
+    """Which project a forge repository belongs to (`sentinel_domain.webhooks.forge_index_key`): one owner per
+    key, first come. A project's configuration claims its repositories before it is written, so a second
+    project naming the same repository is refused and a delivery finds exactly one project (which must still
+    list the repository: the index only points, the configuration decides)."""
+
+    def forge_claim(self, key: str, project: str) -> str:
+        """Claim `key` for `project` when nobody holds it, atomically; answers the owner afterwards
+        (`project`, or whoever claimed it first). StoreUnavailable when the index cannot be written."""
+
+    def forge_owner(self, key: str) -> str | None:
+        """The project that claimed `key`, read strongly consistently, or None."""
 
 
 class Clock(Protocol):

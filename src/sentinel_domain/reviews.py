@@ -1,6 +1,7 @@
 """Reviews and approvals (DOMAIN.md rules 11 to 15, and 26 for reviewers revoked as compromised)."""
 
 from collections.abc import Mapping
+from typing import Any
 
 from .models import Actor, ProjectConfig
 from .state import CandidateState
@@ -18,14 +19,27 @@ def reviewer_refusal(actor: Actor) -> str | None:
 
 
 def excluded_approvers(state: CandidateState, digest: str | None) -> set[str]:
-    """Nobody who created the candidate or authored a plan version up to the digest, nor their sponsors."""
+    """Nobody who created the candidate or authored a plan version up to the digest, nor their sponsors; nor
+    the requester of record a forge named (the pull request's mapped author: the app created the candidate
+    for them)."""
     people = [state.candidate["created_by"], *state.plan_authors(digest)]
     excluded = set()
+    requester = requester_of_record(state)
+    for who in ("principal", "sponsor"):
+        if requester is not None and requester.get(who):
+            excluded.add(str(requester[who]))
     for person in people:
         excluded.add(person["id"])
         if person.get("sponsor"):
             excluded.add(person["sponsor"])
     return excluded
+
+
+def requester_of_record(state: CandidateState) -> dict[str, Any] | None:
+    """`{login, principal}` of a forge-created candidate (principal None when the login maps to nobody)."""
+    forge = state.candidate.get("forge")
+    found = forge.get("requester_of_record") if isinstance(forge, dict) else None
+    return found if isinstance(found, dict) else None
 
 
 def withdrawn_approvers(state: CandidateState, compromised: Mapping[str, str]) -> list[str]:

@@ -12,6 +12,7 @@ from sentinel_infra.config import LOG_RETENTION_DAYS, DeploymentConfig
 from sentinel_infra.constructs.api import Api
 from sentinel_infra.constructs.budget import CostBudget
 from sentinel_infra.constructs.events import OutboxRelay
+from sentinel_infra.constructs.forge import Forge
 from sentinel_infra.constructs.forge_checks import ForgeChecks
 from sentinel_infra.constructs.integrity import Integrity
 from sentinel_infra.constructs.layers import Layers
@@ -170,6 +171,33 @@ class SentinelStack(cdk.Stack):
                 self.integrity.grant_read(fn)
                 for key, value in self.integrity.environment(signing=False).items():
                     fn.function.add_environment(key, value)
+        self.forge_worker = ServiceFunction(
+            self,
+            _title(names.FORGE_WORKER_FUNCTION),
+            name=names.FORGE_WORKER_FUNCTION,
+            code=code,
+            layers=self.layers.all,
+            environment={
+                **common_env,
+                names.ENV_STATE_TABLE: self.tables.state.table_name,
+                names.ENV_PRINCIPALS_TABLE: self.tables.principals.table_name,
+                **self.integrity.environment(signing=False),
+            },
+            log_retention=retention,
+            description="Sentinel forge worker (GitHub deliveries to candidates; never behind the API)",
+            live_version=(live_versions or {}).get(names.FORGE_WORKER_FUNCTION),
+        )
+        self.forge_worker.grant(STATE_WRITER_ACTIONS, [self.tables.state.table_arn])
+        self.forge_worker.grant(PRINCIPAL_READER_ACTIONS, [self.tables.principals.table_arn])
+        self.integrity.grant_read(self.forge_worker)
+        self.forge = Forge(
+            self,
+            "GitHub",
+            stage=config.stage,
+            bus=self.relay.bus,
+            webhook=self.functions[names.FORGE_FUNCTION],
+            worker=self.forge_worker,
+        )
         self.integrity_functions = {
             name: ServiceFunction(
                 self,
@@ -196,7 +224,7 @@ class SentinelStack(cdk.Stack):
         verifier = self.integrity_functions[names.CHAIN_VERIFIER_FUNCTION]
         verifier.grant(STATE_VERIFIER_ACTIONS, [self.tables.state.table_arn])
         self.integrity.schedule_verifier(verifier)
-        # app_key_secret_arn: the GitHub App's key secret from constructs/forge.py, once it is in the stack.
+        # The publisher signs in as the GitHub App with the key the forge construct keeps.
         self.forge_checks = ForgeChecks(
             self,
             "ForgeChecks",
@@ -211,6 +239,7 @@ class SentinelStack(cdk.Stack):
             table=self.tables.state,
             bus=self.relay.bus,
             chain_key_secret_arn=self.integrity.chain_key.secret_arn,
+            app_key_secret_arn=self.forge.app_key.secret_arn,
             live_version=(live_versions or {}).get(names.FORGE_CHECKS_FUNCTION),
         )
         every_function = {
@@ -218,6 +247,7 @@ class SentinelStack(cdk.Stack):
             names.AUTHORIZER_FUNCTION: self.authorizer,
             **self.integrity_functions,
             names.FORGE_CHECKS_FUNCTION: self.forge_checks.function,
+            names.FORGE_WORKER_FUNCTION: self.forge_worker,
         }
         self.monitoring = Monitoring(
             self,
@@ -229,6 +259,7 @@ class SentinelStack(cdk.Stack):
             dead_letters=self.relay.dead_letters,
         )
         self.forge_checks.alarm(self.monitoring.topic, self.monitoring.prefix)
+        self.forge.alarm_to(self.monitoring.topic, self.monitoring.prefix)
         self.budget = CostBudget(
             self,
             "Budget",

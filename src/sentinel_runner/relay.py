@@ -20,12 +20,12 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from sentinel_domain.errors import StoreUnavailable
-from sentinel_domain.forge import ForgeRefused
+from sentinel_domain.forge import ForgeRefused, ForgeUnavailable
 from sentinel_domain.forge_checks import FORGE_CHECK_KIND, FORGE_RECHECK_KIND
 from sentinel_domain.integrity import ChainSeal, CheckpointForged, checkpoint_from_outbox
 from sentinel_domain.ports import StreamRef, Witness, WitnessConflict
@@ -87,6 +87,15 @@ FORGE_ATTEMPTS = 5  # then the sweep takes the publication over (its record is d
 FORGE_BACKOFF_SECONDS = 1.0  # the first retry's wait; each next one waits twice as long
 SWEEP_INTERVAL_SECONDS = 300.0  # the forge check sweep, as the AWS schedule runs it
 
+# A consumer that cannot act now (the forge unavailable) is tried again after FIRST_RETRY seconds, doubling up
+# to MAX_RETRY (or after the forge's own Retry-After, when longer); the item stays pending meanwhile.
+FIRST_RETRY, MAX_RETRY = 1.0, 300.0
+Consumer = Callable[[dict[str, Any]], Any]
+
+
+def _why(error: Exception) -> str:
+    return str(getattr(error, "code", "") or getattr(error, "detail", "") or type(error).__name__)[:500]
+
 
 class OutboxRelay:
     def __init__(
@@ -99,10 +108,19 @@ class OutboxRelay:
         forge_checks: Any = None,
         sweep_interval: float = SWEEP_INTERVAL_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,
+        consumers: Mapping[str, Consumer] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`seal`: the chain key's seal; with it, a side effect is published only when its tag verifies
         (the runner always passes it). `forge_checks`: the forge check publisher
-        (sentinel_domain.usecases.forge_checks.ForgeChecks), or None to relay forge items to the log only."""
+        (sentinel_domain.usecases.forge_checks.ForgeChecks), or None to relay forge items to the log only.
+        `consumers`: an outbox kind's in-process consumer (the forge worker, as the bus rule's Lambda target
+        is in AWS), called with the authentic item before it is published; one raising ForgeUnavailable
+        leaves the item pending and is retried with backoff, any other failure is final (published with the
+        failure noted, as a dead-letter queue would keep it)."""
+        self.consumers = dict(consumers or {})
+        self.clock = clock
+        self._backoff: dict[tuple[str, str], tuple[float, float]] = {}  # item -> (next try, last delay)
         self.store = store
         self.log = log
         self.witness = witness
@@ -129,6 +147,10 @@ class OutboxRelay:
                     continue  # the chain key cannot be read now: the item waits for the next round
                 if detail is not None and not self._forge(pending, detail):
                     continue  # the forge cannot take it now: the item waits, with backoff
+                if detail is not None and pending["kind"] in self.consumers:
+                    detail = self._consume(pending, detail)
+                    if detail is WAIT:
+                        continue
                 if detail is not None:  # None: forged, never published (and its chain marked tampered)
                     self.log.publish(
                         {"source": "sentinel", "detail-type": f"sentinel.{pending['kind']}", "detail": detail}
@@ -177,6 +199,26 @@ class OutboxRelay:
             return
         self._next_sweep = self._monotonic() + self.sweep_interval
         self.forge_checks.sweep()
+
+    def _consume(self, pending: dict[str, Any], detail: dict[str, Any]) -> Any:
+        """Hand the item to its consumer; WAIT while it must be retried later (its backoff not yet over, or
+        the forge unavailable now), else the detail to publish."""
+        key = (str(pending["pk"]), str(pending["sk"]))
+        next_try, last = self._backoff.get(key, (0.0, 0.0))
+        now = self.clock()
+        if now < next_try:
+            return WAIT
+        try:
+            self.consumers[pending["kind"]](detail)
+        except ForgeUnavailable as unavailable:
+            delay = min(MAX_RETRY, max(FIRST_RETRY, last * 2, float(unavailable.retry_after_seconds or 0)))
+            self._backoff[key] = (now + delay, delay)
+            return WAIT
+        except Exception as error:  # no retry helps: kept in the log with why, as a dead-letter queue would
+            self._backoff.pop(key, None)
+            return {**detail, "consumer_failed": type(error).__name__, "consumer_detail": _why(error)}
+        self._backoff.pop(key, None)
+        return detail
 
     def _authentic(self, pk: str, item: Any) -> Any:
         """The side effect without its tag, when the gate wrote it; None when it is forged (never published,
@@ -252,3 +294,14 @@ class OutboxRelay:
             self.run_once()  # drain what the last requests left
         except Exception:
             pass
+
+
+def forge_consumers(services: Any) -> dict[str, Consumer]:
+    """The forge worker in-process, as the bus rule's target is in AWS: each forge outbox kind to
+    `sentinel_service.forge_worker.handle_outbox_item` on these services."""
+    from sentinel_service.forge_worker import FORGE_KINDS, handle_outbox_item
+
+    def consumer(kind: str) -> Consumer:
+        return lambda entry: handle_outbox_item(services, kind, entry)
+
+    return {kind: consumer(kind) for kind in FORGE_KINDS}

@@ -18,7 +18,7 @@ from sentinel_service.adapters.token_key import TokenKeyUnavailable
 
 from .data_dir import DataDirUnavailable, RunnerLock, open_data_dir
 from .output import fail
-from .relay import EventLog, OutboxRelay
+from .relay import EventLog, OutboxRelay, forge_consumers
 from .stores import data_dir_of
 
 # What the first line says of an embedded store: the claim SQLite supports, and no more.
@@ -98,6 +98,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             witness=services.witness,
             seal=services.chain_seal,
             forge_checks=services.forge_checks,
+            consumers=forge_consumers(services),
         )
         relay.start()
         throttle = TokenBucket(args.rate, args.burst) if args.rate > 0 else None

@@ -124,6 +124,8 @@ class Services:
         forge: Forge | None = None,
         forge_builder: Callable[[GitHubForge], Forge] | None = None,
         secrets_client: Any = None,
+        check_publisher: Callable[[str, str], Any] | None = None,
+        webhook_secret: bytes | None = None,
     ) -> None:
         self.settings = settings
         self._dynamodb = dynamodb
@@ -144,6 +146,8 @@ class Services:
         self._hold_chains = hold_chains
         self._receipt_signer = receipt_signer
         self._kms = kms
+        self.check_publisher = check_publisher  # (project, candidate_id): see forge_worker.publish_checks
+        self._webhook_secret = webhook_secret
         self._key_lock = threading.Lock()
         self._forge = forge
         self._forge_builder = forge_builder
@@ -228,6 +232,15 @@ class Services:
 
                 self._seal = load_chain_seal(self.settings, create=self._create_chain_key)
             return self._seal
+
+    def webhook_secret(self) -> bytes:
+        """The GitHub webhook's secret (adapters.webhook_secret); raises when it cannot be read, and every
+        delivery is refused meanwhile."""
+        if self._webhook_secret is not None:
+            return self._webhook_secret
+        from sentinel_service.adapters.webhook_secret import load_webhook_secret
+
+        return load_webhook_secret(self.settings)
 
     @property
     def local_witness(self) -> bool:

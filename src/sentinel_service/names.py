@@ -88,6 +88,16 @@ ENV_GITHUB_APP_KEY_SECRET_ARN = "SENTINEL_GITHUB_APP_KEY_SECRET_ARN"
 ENV_GITHUB_APP_KEY_FILE = "SENTINEL_GITHUB_APP_KEY_FILE"
 ENV_GITHUB_API_URL = "SENTINEL_GITHUB_API_URL"
 RUNTIME_AWS_LAMBDA = "aws_lambda"
+# The forge (docs/github.md): the webhook's secret (read by the forge function only) and the GitHub App's
+# private key (read by whatever calls GitHub: the forge worker), both Secrets Manager secrets the operator
+# fills.
+ENV_GITHUB_WEBHOOK_SECRET_ARN = "SENTINEL_GITHUB_WEBHOOK_SECRET_ARN"
+ENV_GITHUB_WEBHOOK_SECRET_FILE = "SENTINEL_GITHUB_WEBHOOK_SECRET_FILE"  # the local runner's
+ENV_GITHUB_APP_KEY_SECRET_ARN = "SENTINEL_GITHUB_APP_KEY_SECRET_ARN"
+FORGE_FUNCTION = "forge"  # the webhook route (never calls GitHub)
+FORGE_WORKER_FUNCTION = "forge_worker"  # fed by the bus: calls GitHub, creates candidates
+OUTBOX_KIND_FORGE_DELIVERY = "forge_delivery"  # a verified delivery, for the forge worker
+OUTBOX_KIND_FORGE_CHECK = "forge_check"  # a candidate whose check run must be (re)published
 
 # ---- tables ------------------------------------------------------------------------------------------------
 # DynamoDB TTL attribute (number, epoch seconds) on the principals table. TOKEN# items may carry it so expired

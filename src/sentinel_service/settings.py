@@ -62,6 +62,9 @@ class Settings:
     chain_key_secret_arn: str | None = None
     witness_bucket: str | None = None
     witness_signing_key_id: str | None = None
+    # The GitHub webhook's secret (docs/github.md): a 0600 file locally, a Secrets Manager secret in AWS.
+    github_webhook_secret_file: str | None = None
+    github_webhook_secret_arn: str | None = None
     # Signed decision receipts (docs/receipts.md): the asymmetric KMS key in AWS, a PEM key file locally;
     # neither means no receipt, so no `ready` decision is recorded (there is no default key).
     receipt_key_id: str | None = None
@@ -107,6 +110,8 @@ class Settings:
             chain_key_secret_arn=e.get("SENTINEL_CHAIN_KEY_SECRET_ARN") or None,
             witness_bucket=e.get("SENTINEL_WITNESS_BUCKET") or None,
             witness_signing_key_id=e.get("SENTINEL_WITNESS_SIGNING_KEY_ID") or None,
+            github_webhook_secret_file=e.get("SENTINEL_GITHUB_WEBHOOK_SECRET_FILE") or None,
+            github_webhook_secret_arn=e.get("SENTINEL_GITHUB_WEBHOOK_SECRET_ARN") or None,
             receipt_key_id=e.get("SENTINEL_RECEIPT_KEY_ID") or None,
             receipt_key_file=e.get("SENTINEL_RECEIPT_KEY_FILE") or None,
             receipt_max_seconds=int(_number(e, "SENTINEL_RECEIPT_MAX_SECONDS", 86400, 60, 30 * 86400)),

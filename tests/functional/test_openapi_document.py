@@ -10,12 +10,14 @@ def test_every_route_is_documented_and_nothing_else() -> None:
     assert documented == {(r.method, r.path) for r in ROUTES}
 
 
-def test_only_health_the_document_itself_and_the_receipt_keys_are_anonymous() -> None:
+def test_only_health_the_document_itself_the_receipt_keys_and_the_signed_webhook_are_anonymous() -> None:
     doc = openapi_document()
     anonymous = sorted(
         path for path, ops in doc["paths"].items() for op in ops.values() if op["security"] == []
     )
-    assert anonymous == ["/v1/health", "/v1/keys", "/v1/openapi.json"]
+    assert anonymous == ["/v1/forge/github/webhook", "/v1/health", "/v1/keys", "/v1/openapi.json"]
+    webhook = doc["paths"]["/v1/forge/github/webhook"]["post"]["responses"]
+    assert {"200", "202", "400", "401", "413", "422"} <= set(webhook)
 
 
 def test_a_recorded_decision_documents_its_receipt() -> None:

@@ -16,11 +16,13 @@ import pytest
 from support.paths import REPO
 
 ROOT = REPO
-ROUTED = ("actions", "evidence", "gating", "health", "plans", "review")
+ROUTED = ("actions", "evidence", "forge", "gating", "health", "plans", "review")
 # The witness writer and the chain verifier (issue 13): the chain seal and the core's audit, nothing more;
 # their AWS clients and the store are built on the first invocation (sentinel_service.witnessing).
 INTEGRITY = ("witness_writer", "chain_verifier")
-HANDLERS = (*ROUTED, "authorizer", *INTEGRITY)
+# The forge worker (fed by the bus, never by the API): the core's forge use case, no Powertools.
+WORKERS = ("forge_worker",)
+HANDLERS = (*ROUTED, "authorizer", *INTEGRITY, *WORKERS)
 
 # What the validating resolver and the core bring: Powertools (which imports botocore's top package for
 # its user agent, and jmespath for its data classes), pydantic, rfc8785, defusedxml.
@@ -47,6 +49,7 @@ ALLOWED_THIRD_PARTY = (
         "authorizer": frozenset({"botocore"}),
     }
     | {name: frozenset({"rfc8785"}) for name in INTEGRITY}
+    | {name: RESOLVER_DEPENDENCIES - {"aws_lambda_powertools", "botocore", "jmespath"} for name in WORKERS}
 )
 # Powertools subpackages: aws_lambda_powertools/__init__ loads logging, metrics and tracing (the Tracer
 # class, never the X-Ray SDK); the event handler loads its data classes and jmespath helpers.
@@ -66,9 +69,9 @@ ALLOWED_POWERTOOLS = {
         }
     )
     for name in ROUTED
-} | {name: frozenset() for name in ("authorizer", *INTEGRITY)}
+} | {name: frozenset() for name in ("authorizer", *INTEGRITY, *WORKERS)}
 ALLOWED_POWERTOOLS_UTILITIES = {name: frozenset({"data_classes", "jmespath_utils"}) for name in ROUTED} | {
-    name: frozenset() for name in ("authorizer", *INTEGRITY)
+    name: frozenset() for name in ("authorizer", *INTEGRITY, *WORKERS)
 }
 
 # Never at import, whatever the handler: each would cost every cold start and do nothing for it.

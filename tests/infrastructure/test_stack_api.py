@@ -11,7 +11,9 @@ from sentinel_service import names
 from sentinel_service.http.routes import ROUTES
 from support.infra import Synthesized, as_list, functions_by_name, ref_name
 
-PUBLIC = {"GET /v1/health", "GET /v1/openapi.json", "GET /v1/keys"}
+# Health, the document and the receipt keys take no credential at all; the GitHub webhook takes no bearer
+# token because GitHub signs each delivery, and the forge function refuses what does not verify.
+PUBLIC = {"GET /v1/health", "GET /v1/openapi.json", "GET /v1/keys", "POST /v1/forge/github/webhook"}
 
 
 def api_ids(synth: Synthesized) -> dict[str, str]:
@@ -79,14 +81,14 @@ def test_each_route_reaches_its_own_function_production_on_live_and_acceptance_o
             assert integrations[ref_name(target)] == (route.function, alias)
 
 
-def test_the_authorizer_guards_every_route_but_health_the_openapi_document_and_the_keys(
+def test_the_authorizer_guards_every_route_but_health_the_document_the_keys_and_the_webhook(
     synthesized: Synthesized,
 ) -> None:
     # Given the production API's one authorizer and every route
     (authorizer_id,) = of_api(synthesized, "AWS::ApiGatewayV2::Authorizer", names.LIVE_ALIAS)
     for key, route in routes(synthesized).items():
         if key in PUBLIC:
-            # Then the three public routes take no token
+            # Then the public routes take no token
             assert route["AuthorizationType"] == "NONE" and "AuthorizerId" not in route, key
         else:
             # And every other route needs the token authorizer
@@ -160,7 +162,9 @@ def test_access_logs_are_json_and_never_carry_the_authorization_header(synthesiz
     assert any(group in destination for group in synthesized.of_type("AWS::Logs::LogGroup"))
 
 
-def test_nothing_is_public_but_the_health_openapi_and_keys_routes(synthesized: Synthesized) -> None:
+def test_nothing_is_public_but_the_health_openapi_keys_and_signed_webhook_routes(
+    synthesized: Synthesized,
+) -> None:
     # Given every resource of the stack
     kinds = {r["Type"] for r in synthesized.resources.values()}
     # Then nothing is reachable from outside except through the API: no function URL, domain or second API,
@@ -176,14 +180,19 @@ def test_nothing_is_public_but_the_health_openapi_and_keys_routes(synthesized: S
     }
     # And only API Gateway of this stack's two APIs may invoke a function, on a named route or as the
     # authorizer; production only the `live` aliases, acceptance only the `next` ones (the one exception: the
-    # verifier's schedule, tests/infrastructure/test_stack_integrity.py, and the forge check publisher's rule
-    # on the Sentinel bus and its schedule, test_stack_forge_checks.py)
+    # verifier's schedule, tests/infrastructure/test_stack_integrity.py; the forge worker's rule on the
+    # Sentinel bus, which only the outbox relay's pipe feeds: tests/infrastructure/test_stack_forge.py; and
+    # the forge check publisher's rule on the bus and its schedule, test_stack_forge_checks.py)
     aliases = alias_targets(synthesized)
-    rule_ids = set(synthesized.of_type("AWS::Events::Rule"))
-    assert len(rule_ids) == 3
+    rules = synthesized.of_type("AWS::Events::Rule")
+    assert len(rules) == 4
+    invoked_by_rules = {}
     for permission in synthesized.properties("AWS::Lambda::Permission"):
         if permission["Principal"] == "events.amazonaws.com":
-            assert ref_name(permission["SourceArn"]) in rule_ids
+            assert ref_name(permission["SourceArn"]) in rules
+            invoked_by_rules[ref_name(permission["SourceArn"])] = aliases[
+                ref_name(permission["FunctionName"])
+            ]
             continue
         assert permission["Principal"] == "apigateway.amazonaws.com"
         (api_alias,) = [
@@ -207,6 +216,13 @@ def test_nothing_is_public_but_the_health_openapi_and_keys_routes(synthesized: S
                         else [statement["Principal"]]
                     )
                     assert "*" not in principals, (kind, statement)
-    # And the only routes without the authorizer are the three public ones (GET /v1/keys answers public keys
-    # only: what a deploy step needs to check a receipt offline)
+    # And the rules invoke only the verifier and the forge worker, on their live aliases
+    assert sorted(invoked_by_rules.values()) == [
+        (names.CHAIN_VERIFIER_FUNCTION, names.LIVE_ALIAS),
+        (names.FORGE_CHECKS_FUNCTION, names.LIVE_ALIAS),
+        (names.FORGE_CHECKS_FUNCTION, names.LIVE_ALIAS),
+        (names.FORGE_WORKER_FUNCTION, names.LIVE_ALIAS),
+    ]
+    # And the only routes without the authorizer are the public ones (GET /v1/keys answers public keys only:
+    # what a deploy step needs to check a receipt offline; the webhook refuses what GitHub did not sign)
     assert {k for k, r in routes(synthesized).items() if r["AuthorizationType"] == "NONE"} == PUBLIC

@@ -173,6 +173,14 @@ def test_each_function_has_its_own_role_with_only_its_actions(
         # And the gating function signs the receipts of the decisions it records
         receipts = {receipt_key(synthesized): {"kms:Sign"}}
         assert allowed == {state: set(STATE_WRITER_ACTIONS), **witness_reads(synthesized), **receipts}
+    elif function == names.FORGE_FUNCTION:
+        # And the webhook's function reads the webhook secret too, and nothing of GitHub's app key
+        (webhook_secret,) = [k for k in synthesized.of_type("AWS::SecretsManager::Secret") if "Webhook" in k]
+        assert allowed == {
+            state: set(STATE_WRITER_ACTIONS),
+            **witness_reads(synthesized),
+            webhook_secret: {"secretsmanager:GetSecretValue"},
+        }
     elif function == "plans":
         bedrock = {k: v for k, v in allowed.items() if "bedrock" in k}
         assert allowed == {state: set(STATE_WRITER_ACTIONS), **bedrock, **witness_reads(synthesized)}
@@ -192,9 +200,12 @@ def test_no_function_may_write_the_principals_table_or_read_the_token_key_but_th
         allowed = grants(synthesized, function)
         # Then none holds a write on the principals table
         assert not {a for a in allowed.get(principals, set()) if a != "dynamodb:GetItem"}, function
-        # And only the authorizer touches the principals table or the token key at all
+        # And only the authorizer touches the token key, and only it and the forge worker (which reads the
+        # app's principal as it is now, GetItem alone) the principals table
         if function != names.AUTHORIZER_FUNCTION:
-            assert principals not in allowed and secret not in allowed, function
+            assert secret not in allowed, function
+        if function not in (names.AUTHORIZER_FUNCTION, names.FORGE_WORKER_FUNCTION):
+            assert principals not in allowed, function
 
 
 def test_no_data_action_has_a_wildcard_action_or_resource(synthesized: Synthesized) -> None:

@@ -192,6 +192,7 @@ def test_the_api_functions_are_unchanged_in_number(synthesized: Synthesized) -> 
         names.WITNESS_WRITER_FUNCTION,
         names.CHAIN_VERIFIER_FUNCTION,
         names.FORGE_CHECKS_FUNCTION,
+        names.FORGE_WORKER_FUNCTION,
     }
     assert role_of(synthesized, names.WITNESS_WRITER_FUNCTION) != role_of(
         synthesized, names.CHAIN_VERIFIER_FUNCTION

@@ -67,8 +67,9 @@ def test_every_alarm_notifies_the_alarm_topic(synthesized: Synthesized) -> None:
     # Given the one topic, then every alarm sends to it
     (topic_id,) = synthesized.of_type("AWS::SNS::Topic")
     found = alarms(synthesized)
-    # + the tamper and forged-checkpoint alarms, + the acceptance canary
-    assert len(found) == 4 * len(ALL_FUNCTIONS) + 9 + 2 + 1 + 1  # + the forge check dead letters
+    # + the tamper and forged-checkpoint alarms, + the acceptance canary, + the forge check publisher's and
+    # the forge worker's dead letters
+    assert len(found) == 4 * len(ALL_FUNCTIONS) + 9 + 2 + 1 + 1 + 1
     for name, props in found.items():
         assert [ref_name(a) for a in props["AlarmActions"]] == [topic_id], name
         assert props["AlarmDescription"], name

@@ -20,7 +20,9 @@ EVERY_FUNCTION = (*FUNCTIONS, names.AUTHORIZER_FUNCTION)  # the API's functions
 INTEGRITY_FUNCTIONS = (names.WITNESS_WRITER_FUNCTION, names.CHAIN_VERIFIER_FUNCTION)
 # The forge check publisher: the bus's rule and its schedule invoke it (issue 15).
 BACKGROUND_FUNCTIONS = (*INTEGRITY_FUNCTIONS, names.FORGE_CHECKS_FUNCTION)
-ALL_FUNCTIONS = (*EVERY_FUNCTION, *BACKGROUND_FUNCTIONS)
+# Invoked by the bus (forge outbox items), never through the API (issue 15).
+WORKER_FUNCTIONS = (names.FORGE_WORKER_FUNCTION,)
+ALL_FUNCTIONS = (*EVERY_FUNCTION, *BACKGROUND_FUNCTIONS, *WORKER_FUNCTIONS)
 
 # A context that takes every optional branch (an alarm e-mail, a Bedrock model behind a cross-region
 # inference profile), so their resources and acknowledgements are checked too.

@@ -18,6 +18,8 @@ BASE = "b" * 40
 PROJECT = "demo"
 # The tests' chain key: every world's chains are sealed under it, as the composition root seals them.
 SEAL = ChainSeal(b"sentinel-tests-chain-key-0123456789abcdef")
+# The tests' GitHub webhook secret: a world's webhook refuses what it did not sign (401), never 503.
+WEBHOOK_SECRET = b"sentinel-tests-webhook-secret-0123456789"
 # The tests' receipt key: fixed, so receipts (deterministic signatures) are the same in every run.
 RECEIPT_SIGNER = PemReceiptSigner(new_private_key_pem(secret=0x5E47_14E1_7E57))
 
@@ -101,6 +103,7 @@ class World:
             seal=SEAL,
             witness=self.witness,
             hold_chains=hold_chains,
+            webhook_secret=WEBHOOK_SECRET,
             receipt_signer=RECEIPT_SIGNER,
         )
         self.gate = self.services.gate

@@ -62,8 +62,16 @@ def _change_summary(change: Change) -> dict[str, Any]:
 
 
 def create_candidate(
-    chain: Chain, project: str, actor: Actor, request: CandidateRequest, key: str | None
+    chain: Chain,
+    project: str,
+    actor: Actor,
+    request: CandidateRequest,
+    key: str | None,
+    forge: dict[str, Any] | None = None,
 ) -> CandidateCreated:
+    """`forge`: what the forge worker (sentinel_domain.usecases.forge) knows of a forge-attested change: the
+    delivery, whether the file list is complete (an incomplete one is never attested) and the requester of
+    record. Only the worker passes it; no HTTP body can."""
     need(actor, "requester", "publisher")
     base = full_revision(request.base_revision, "base_revision")
     revision = full_revision(request.revision)
@@ -90,7 +98,7 @@ def create_candidate(
             raise Refusal("CANDIDATE_EXISTS", CLAIMED, extra={"candidate_id": existing})
         candidate_id = chain.ids.new_id("cand")
         ref = StreamRef(project, candidate_id)
-        attested = _attests(actor, config)
+        attested = _attests(actor, config) and (forge is None or forge.get("complete") is True)
         fact = {
             "type": "candidate.created",
             "candidate_id": candidate_id,
@@ -104,6 +112,9 @@ def create_candidate(
             "obligations_added": obligations,
             "recorded_at": chain.now(),
         }
+        if forge is not None:
+            # Stored only on forge-created candidates: earlier candidates replay to the same digests.
+            fact["forge"] = forge
         scope = sorted({o["scope"] for o in obligations})
         try:
             return chain.commit(

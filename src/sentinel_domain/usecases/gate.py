@@ -2,6 +2,7 @@
 run on the gate's chain. Callers (the endpoints, the operator, the evaluation harness, tests) hold this one
 object; the rules live in the concern modules beside it."""
 
+from collections.abc import Callable
 from typing import Any
 
 from .. import audit as chains
@@ -44,7 +45,7 @@ from ..outcomes import (
 )
 from ..ports import Clock, Ids, Proposer, StateStore, Stream, StreamRef, Witness
 from ..receipts import DEFAULT_MAX_SECONDS, ReceiptSigner
-from . import actions, audit, candidates, decisions, evidence, plans, projects, reviews
+from . import actions, audit, candidates, decisions, evidence, forge, plans, projects, reviews
 from .chain import Chain
 from .project_reads import ChainCache
 
@@ -147,6 +148,16 @@ class Gate:
         self, project: str, actor: Actor, request: CandidateRequest, key: str | None
     ) -> CandidateCreated:
         return candidates.create_candidate(self.chain, project, actor, request, key)
+
+    def receive_webhook(
+        self,
+        secret: Callable[[], bytes],
+        event: str | None,
+        delivery_id: str | None,
+        signature: str | None,
+        body: bytes,
+    ) -> forge.WebhookReceived:
+        return forge.receive_webhook(self.chain, secret, event, delivery_id, signature, body)
 
     def add_change_context(
         self, project: str, candidate_id: str, actor: Actor, request: ChangeContextRequest, key: str | None

@@ -78,6 +78,10 @@ def put_config(
         for rule in config.derivation_rules:
             if bool(rule.files) == bool(rule.openapi):
                 raise Refusal("VALIDATION_FAILED", "each derivation rule names either files or openapi")
+        if config.github is not None:
+            from .forge import claim_repositories  # only a configuration that names a forge needs the index
+
+            claim_repositories(chain, project, config.github)
         fact = {
             "type": "config.set",
             "version": version + 1,

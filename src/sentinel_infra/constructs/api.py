@@ -154,15 +154,21 @@ class Api(Construct):
 
     def _acknowledge_public_routes(self) -> None:
         for route in ROUTES:
-            if route.public:
-                cdk.Validations.of(self.routes[route_key(route)]).acknowledge(
-                    cdk.Acknowledgment(
-                        id="AwsSolutions-APIG4",
-                        reason=f"{route_key(route)} is anonymous by contract (API.md): health and the "
-                        "OpenAPI document must answer without a token. It reads nothing a caller could "
-                        "misuse (never a secret, token or account id), and has its own low throttle.",
-                    )
-                )
+            if not route.public:
+                continue
+            reason = (
+                f"{route_key(route)} takes no bearer token by contract: GitHub signs each delivery "
+                "(X-Hub-Signature-256, HMAC-SHA256 under the webhook secret), and the forge function "
+                "refuses any body whose signature does not verify before reading it (401); the body is "
+                "bounded, deliveries are de-duplicated, and the route has its own low throttle."
+                if route.function == names.FORGE_FUNCTION
+                else f"{route_key(route)} is anonymous by contract (API.md): health and the OpenAPI "
+                "document must answer without a token. It reads nothing a caller could misuse (never a "
+                "secret, token or account id), and has its own low throttle."
+            )
+            cdk.Validations.of(self.routes[route_key(route)]).acknowledge(
+                cdk.Acknowledgment(id="AwsSolutions-APIG4", reason=reason)
+            )
 
     @property
     def url(self) -> str:

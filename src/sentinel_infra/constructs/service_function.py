@@ -31,10 +31,17 @@ TIMEOUT_SECONDS = {
     names.CHAIN_VERIFIER_FUNCTION: 240,
     # A sweep publishes every check due before the next one, each a chain read and one forge call.
     names.FORGE_CHECKS_FUNCTION: 120,
+    # Not behind API Gateway either: a compare and a few file reads on GitHub, each with its own timeout.
+    names.FORGE_WORKER_FUNCTION: 60,
 }
 # Functions no API route invokes (the stream and the schedule do), so API Gateway's limit does not bind them.
 NOT_BEHIND_API = frozenset(
-    {names.WITNESS_WRITER_FUNCTION, names.CHAIN_VERIFIER_FUNCTION, names.FORGE_CHECKS_FUNCTION}
+    {
+        names.WITNESS_WRITER_FUNCTION,
+        names.CHAIN_VERIFIER_FUNCTION,
+        names.FORGE_CHECKS_FUNCTION,
+        names.FORGE_WORKER_FUNCTION,
+    }
 )
 # Memory buys CPU on Lambda: at 1024 MB, importing pydantic and Powertools on a cold start takes about half
 # the time it takes at 512 MB, for the same cost per request at this service's volume.

@@ -56,6 +56,7 @@ from sentinel_service.adapters.state_layout import (
 from sentinel_service.adapters.tables import PK, SK
 
 _CONFLICT_REASONS = frozenset({"ConditionalCheckFailed", "TransactionConflict", "None"})
+FORGE_INDEX_PK = "FORGE#github"  # the repository index's partition (never a chain's `P#...`)
 _METHODS = {
     "Query": "query",
     "Scan": "scan",
@@ -294,6 +295,30 @@ class DynamoStateStore:
             except StoreUnavailable as error:
                 return error
         return ClaimTaken(existing) if existing else StoreConflict("the claim vanished after a conflict")
+
+    # ---- the forge's repository index ---------------------------------------------------------------------
+    # One item per repository key in a partition no chain can have (chains are `P#...`): its `project` is the
+    # owner. A conditional put claims it; a lost race answers the winner from the old image.
+
+    def forge_claim(self, key: str, project: str) -> str:
+        try:
+            self._call(
+                "PutItem",
+                expected=("ConditionalCheckFailedException",),
+                Item={PK: {"S": FORGE_INDEX_PK}, SK: {"S": key}, "project": {"S": project}},
+                ConditionExpression="attribute_not_exists(#pk) OR #project = :project",
+                ExpressionAttributeNames={"#pk": PK, "#project": "project"},
+                ExpressionAttributeValues={":project": {"S": project}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as error:
+            old = text_of(getattr(error, "response", {}).get("Item") or {}, "project")
+            return old or self.forge_owner(key) or project
+        return project
+
+    def forge_owner(self, key: str) -> str | None:
+        item = self._get(FORGE_INDEX_PK, key)
+        return (text_of(item, "project") or None) if item else None
 
     # ---- candidate claims -------------------------------------------------------------------------------
 

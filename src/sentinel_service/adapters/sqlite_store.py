@@ -48,6 +48,7 @@ _CHAIN_ROWS = """
           AND NOT EXISTS (SELECT 1 FROM events AS e WHERE e.chain = f.chain AND e.seq = f.seq)
     ) ORDER BY seq
 """
+FORGE_INDEX = "~forge"  # the claims "project" the forge's repository index lives under
 # A claim's columns, and the names a listing shows them under.
 _CLAIM_FIELDS = ("candidate_id", "subject", "revision", "environment", "recorded_at")
 _CLAIM_ROW = ("candidate_id", "subject", "revision", "environment", "created_at")
@@ -235,6 +236,25 @@ class SqliteStateStore:
             failed.append("outbox item exists")
         if failed:
             raise StoreConflict(f"append to {chain} at seq {seq} lost a race: {failed}")
+
+    # ---- the forge's repository index ---------------------------------------------------------------------
+    # Rows of the claims table under FORGE_INDEX, a name no project can have (project ids start with a letter
+    # or a digit): the claim key is the repository's, `candidate_id` the owning project. No schema change.
+
+    def forge_claim(self, key: str, project: str) -> str:
+        with self.db.write() as connection:
+            connection.execute(
+                "INSERT OR IGNORE INTO claims (project, claim_key, candidate_id, subject, revision, "
+                "environment, recorded_at) VALUES (?, ?, ?, '', '', '', '')",
+                (FORGE_INDEX, key, project),
+            )
+            row = connection.execute(
+                "SELECT candidate_id FROM claims WHERE project = ? AND claim_key = ?", (FORGE_INDEX, key)
+            ).fetchone()
+        return str(row[0])
+
+    def forge_owner(self, key: str) -> str | None:
+        return self.find_claim(FORGE_INDEX, key)
 
     # ---- candidate claims -------------------------------------------------------------------------------
 

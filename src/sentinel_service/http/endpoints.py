@@ -9,6 +9,7 @@ Each endpoint is annotated with the outcome it answers (`Response[Outcome]`): Po
 against it and serialises it, and the OpenAPI document takes each route's response schema from it. The
 status comes from the route table; the headers (ETag, Idempotent-Replay) from the outcome's data."""
 
+import base64
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -55,6 +56,7 @@ from sentinel_domain.outcomes import (
 )
 from sentinel_domain.ports import StreamRef
 from sentinel_domain.receipts import SIGNING_ALGORITHM, ReceiptSignerUnavailable
+from sentinel_domain.usecases.forge import WebhookReceived
 from sentinel_service.adapters import decision_metrics
 from sentinel_service.compose import Services
 from sentinel_service.http.request import Call
@@ -171,6 +173,32 @@ def health(svc: Svc) -> Response[Health]:
             headers={"Retry-After": DEGRADED_RETRY_AFTER},
         )
     return respond("health", answer)
+
+
+def raw_event(request: Request) -> dict[str, Any]:
+    event: dict[str, Any] = request.resolved_event.raw_event
+    return event
+
+
+Raw = Annotated[dict[str, Any], Depends(raw_event)]
+DUPLICATE_STATUS = 200  # a delivery recorded before: answered, nothing written
+
+
+def github_webhook(svc: Svc, event: Raw) -> Response[WebhookReceived]:
+    """Anonymous: GitHub's signature over the exact bytes received is the only credential."""
+    call = Call.from_event(event)
+    body = event.get("body") or ""
+    raw = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode("utf-8")
+    outcome = svc.gate.receive_webhook(
+        svc.webhook_secret,
+        call.header("x-github-event"),
+        call.header("x-github-delivery"),
+        call.header("x-hub-signature-256"),
+        raw,
+    )
+    return respond(
+        "github_webhook", outcome, status=DUPLICATE_STATUS if outcome.status == "duplicate" else None
+    )
 
 
 def keys(svc: Svc) -> Response[Keys]:
@@ -389,6 +417,7 @@ ENDPOINTS: dict[str, Callable[..., Response[Any]]] = {
     f.__name__: f
     for f in (
         health,
+        github_webhook,
         keys,
         whoami,
         put_config,

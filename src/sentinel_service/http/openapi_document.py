@@ -48,7 +48,8 @@ GATEWAY_SCHEMA: dict[str, Any] = {
     "properties": {"message": {"type": "string"}},
 }
 REFUSAL_DESCRIPTIONS = {
-    400: "IDEMPOTENCY_KEY_REQUIRED",
+    400: "IDEMPOTENCY_KEY_REQUIRED; WEBHOOK_MALFORMED (a delivery without its headers, or not a JSON object)",
+    401: "WEBHOOK_SIGNATURE_INVALID: X-Hub-Signature-256 is missing or does not verify",
     403: "FORBIDDEN_ROLE and the reviewer/action refusals",
     404: "NOT_FOUND: no such object, or no role in the project",
     409: "conflicts (digest, idempotency, task, candidate exists, actions)",
@@ -63,6 +64,8 @@ REFUSAL_DESCRIPTIONS = {
 
 
 def _statuses(route: Route) -> list[int]:
+    if route.public and route.method == "POST":  # the webhook: signed by GitHub, never by a token
+        return [400, 401, 413, 415, 422, 429, 503]
     if route.public:
         return [429, 503]
     out = [404, 403, 422, 429, 503]
@@ -108,6 +111,9 @@ def _document(doc: dict[str, Any]) -> dict[str, Any]:
         schema = _success_schema(operation, route)
         success = {"description": route.summary, "content": {"application/json": {"schema": schema}}}
         responses: dict[str, Any] = {str(route.status): success}
+        if route.operation == "github_webhook":
+            success["description"] = "accepted (recorded for the forge worker) or ignored (with a code)"
+            responses["200"] = {"description": "duplicate: this delivery was recorded before", **success}
         if route.path.endswith("/decisions"):
             success["content"] = _json(_ref(DecisionRecorded.__name__))
             responses["200"] = {

@@ -41,6 +41,10 @@ REFUSAL_STATUS: dict[str, int] = {
     "PAYLOAD_TOO_LARGE": 413,
     "RATE_LIMITED": 429,
     "STATE_UNAVAILABLE": 503,
+    "WEBHOOK_SIGNATURE_INVALID": 401,
+    "WEBHOOK_MALFORMED": 400,
+    "WEBHOOK_PAYLOAD_INVALID": 422,
+    "FORGE_REPOSITORY_CLAIMED": 409,
 }
 # Where a reason answers otherwise than its code: a missing If-Match is 428 Precondition Required, a stale one
 # 412 Precondition Failed (both VERSION_CONFLICT).
@@ -78,6 +82,10 @@ TITLES: dict[str, str] = {
     "PAYLOAD_TOO_LARGE": "The body is too large",
     "RATE_LIMITED": "Too many requests",
     "STATE_UNAVAILABLE": "The state store cannot be read or written right now",
+    "WEBHOOK_SIGNATURE_INVALID": "The delivery's signature does not verify",
+    "WEBHOOK_MALFORMED": "The delivery cannot be read",
+    "WEBHOOK_PAYLOAD_INVALID": "The delivery lacks a field Sentinel needs",
+    "FORGE_REPOSITORY_CLAIMED": "Another project takes this repository",
 }
 
 

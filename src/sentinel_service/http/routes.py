@@ -8,6 +8,11 @@ from dataclasses import dataclass
 
 SMALL_BODY = 256 * 1024
 LARGE_BODY = 2 * 1024 * 1024
+# GitHub caps a delivery at 25 MB, but the events the webhook takes are small: a pull_request payload is tens
+# of KB, its largest part the pull request's description (at most 65,536 characters, up to 6 bytes each once
+# JSON escapes it). 1 MiB holds any of them with room; anything larger is refused before it is even signed
+# over.
+WEBHOOK_BODY = 1024 * 1024
 P = "/v1/projects/{project}"
 C = P + "/candidates/{candidate_id}"
 
@@ -26,9 +31,12 @@ class Route:
     # finding for a body that is not a JSON object is PLAN_SCHEMA_INVALID; everything else is
     # VALIDATION_FAILED.
     invalid_body: str = "VALIDATION_FAILED"
+    max_body: int | None = None  # the route's own body limit, when the path does not say it
 
     @property
     def body_limit(self) -> int:
+        if self.max_body is not None:
+            return self.max_body
         return (
             LARGE_BODY if self.path.endswith(("/evidence", "/candidates", "/change-context")) else SMALL_BODY
         )
@@ -39,6 +47,9 @@ class Route:
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/health", "health", "health", "anonymous", "Service health", public=True),
     Route("GET", "/v1/openapi.json", "openapi", "health", "anonymous", "This OpenAPI document", public=True),
+    # No bearer token: GitHub signs each delivery (X-Hub-Signature-256), and the forge function checks it.
+    Route("POST", "/v1/forge/github/webhook", "github_webhook", "forge", "anonymous (signed by GitHub)",
+          "Receive a GitHub webhook delivery", 202, public=True, max_body=WEBHOOK_BODY),
     Route("GET", "/v1/keys", "keys", "health", "anonymous",
           "The public keys decision receipts are signed with", public=True),
     Route("GET", "/v1/whoami", "whoami", "gating", "any", "The caller's identity and roles"),

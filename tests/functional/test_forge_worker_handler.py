@@ -1,0 +1,80 @@
+"""The forge worker's Lambda entry (sentinel_service.forge_worker.worker_handler) as the bus rule invokes it:
+the event's detail is the outbox item's DynamoDB stream record. An item the gate wrote is acted on; one
+written by anyone else (its tag does not verify) is refused; an unavailable forge raises, so Lambda retries
+it and, in the end, parks it in the dead-letter queue."""
+
+import json
+from typing import Any
+
+import pytest
+from unit.test_forge_webhook_receive import BASE_SHA, FORGE_CONFIG, HEAD, REPO, SECRET, pull_request, sign
+
+from sentinel_domain.forge import ForgeUnavailable
+from sentinel_service.forge_worker import worker_handler
+from support.memory_forge import MemoryForge
+from support.world import PROJECT, World
+
+
+class Principals:
+    def get(self, principal_id: str) -> dict[str, Any] | None:
+        if principal_id != "gh-app":
+            return None
+        roles = {PROJECT: ["publisher", "requester"]}
+        return {"id": principal_id, "kind": "ci", "sponsor": None, "roles": roles, "revoked": False}
+
+
+def bus_event(entry: dict[str, Any], delivery_id: str = "d-1") -> dict[str, Any]:
+    record = {
+        "eventName": "INSERT",
+        "dynamodb": {
+            "Keys": {"pk": {"S": f"P#{PROJECT}#C#dlv_{delivery_id}"}, "sk": {"S": "O#0000000001-0"}},
+            "NewImage": {"outbox_kind": {"S": entry["kind"]}, "item": {"S": json.dumps(entry)}},
+        },
+    }
+    return {"source": "sentinel.outbox-relay", "detail-type": "sentinel.outbox", "detail": record}
+
+
+@pytest.fixture
+def world() -> World:
+    world = World(config=FORGE_CONFIG)
+    forge = MemoryForge()
+    forge.change(REPO, BASE_SHA, HEAD, ["services/payments/api.py"])
+    world.services._forge = forge
+    world.services._admin = Principals()
+    body = pull_request()
+    world.gate.receive_webhook(lambda: SECRET, "pull_request", "d-1", sign(body), body)
+    return world
+
+
+def delivered(world: World) -> dict[str, Any]:
+    (entry,) = [o for o in world.store.outbox if o.get("kind") == "forge_delivery"]
+    return entry
+
+
+def test_an_item_the_gate_wrote_creates_the_candidate(world: World) -> None:
+    answer = worker_handler(lambda: world.services)(bus_event(delivered(world)), None)
+    assert answer["status"] == "done" and len(answer["result"]["created"]) == 1
+
+
+def test_an_item_altered_in_the_table_is_refused(world: World) -> None:
+    forged = json.loads(json.dumps(delivered(world)))
+    forged["delivery"]["head"] = "e" * 40
+    before = world.store.snapshot()
+    answer = worker_handler(lambda: world.services)(bus_event(forged), None)
+    assert answer["status"] == "forged" and world.store.snapshot() == before
+
+
+def test_an_item_moved_to_another_project_is_refused(world: World) -> None:
+    moved = dict(delivered(world), project="other")
+    assert worker_handler(lambda: world.services)(bus_event(moved), None)["status"] == "forged"
+
+
+def test_an_unavailable_forge_raises_for_lambda_to_retry(world: World) -> None:
+    world.services._forge.unavailable_for = 1
+    with pytest.raises(ForgeUnavailable):
+        worker_handler(lambda: world.services)(bus_event(delivered(world)), None)
+
+
+def test_other_outbox_kinds_are_not_the_workers(world: World) -> None:
+    event = bus_event({"kind": "action", "project": PROJECT})
+    assert worker_handler(lambda: world.services)(event, None) == {"status": "ignored"}
