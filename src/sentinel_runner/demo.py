@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,25 @@ def witnessed(data_dir: str, project: str, candidate_id: str) -> list[str]:
     return lines
 
 
+def receipt_line(data_dir: str, project: str, decision: dict[str, Any]) -> str:
+    """The ready decision's receipt, checked offline as a deploy step checks it (`sentinel receipt verify`):
+    under the data directory's public key, for the decided commit, project and environment, now."""
+    from sentinel_domain.receipts import verify_receipt
+    from sentinel_domain.times import format_time
+    from sentinel_service.adapters.receipt_signer import FileReceiptSigner, signature_check
+
+    from .data_dir import RECEIPT_KEY
+
+    signer = FileReceiptSigner(str(Path(data_dir) / RECEIPT_KEY), create=False)
+    check = signature_check({signer.key_id: signer.public_key_pem()})
+    at = format_time(datetime.now(UTC))
+    statement = verify_receipt(decision.get("receipt"), check, decision["revision"], project, "staging", at)
+    return (
+        f"   receipt: signed by {signer.key_id[:20]}…, verifies for {decision['revision'][:12]}… until "
+        + str(statement["predicate"]["expires_at"])
+    )
+
+
 def main() -> int:
     started = time.monotonic()
     print("Starting the local gate (its embedded store, the seeded demo project)…", flush=True)
@@ -153,6 +173,7 @@ def main() -> int:
     try:
         for line in witnessed(str(where), gate.banner["seed"]["project"], result.candidate_id):
             print(line, flush=True)
+        print(receipt_line(str(where), gate.banner["seed"]["project"], result.decision), flush=True)
     except Exception as error:  # any failure to verify is a failed demo, said plainly
         print(f"\nFAILED: {error}", file=sys.stderr)
         return 1

@@ -27,3 +27,8 @@ def test_the_demo_succeeds_twice_on_the_same_data(tmp_path: Path) -> None:
     assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr[-2000:]
     ready = [line for r in runs for line in r.stdout.splitlines() if line.startswith("READY: candidate ")]
     assert len(ready) == 2 and ready[0].split()[2] != ready[1].split()[2]
+    # And each run's receipt verified offline under the data directory's key
+    verified = [
+        line for r in runs for line in r.stdout.splitlines() if line.startswith("   receipt: signed by")
+    ]
+    assert len(verified) == 2
