@@ -216,7 +216,13 @@ def plan_changes(state: CandidateState) -> list[str]:
         return ["- no plan yet"]
     items = [f"- plan version {current['plan_version']}, digest {code(current['plan_digest'], 80)}"]
     approved = {r["plan_digest"] for r in state.reviews if r["decision"] == "approve"}
-    earlier = [p for p in state.plans[:-1] if p["plan_digest"] in approved and p is not current]
+    # A version with the current digest is this plan submitted again unchanged, not an earlier plan: against
+    # it nothing changed, so it is no baseline (it would read "changed since" with nothing to show).
+    earlier = [
+        p
+        for p in state.plans[:-1]
+        if p["plan_digest"] in approved and p is not current and p["plan_digest"] != current["plan_digest"]
+    ]
     if not earlier:
         items.append(
             "- this plan version is the first one approved"

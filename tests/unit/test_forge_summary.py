@@ -212,3 +212,26 @@ def test_what_changed_since_the_last_approved_plan_is_listed() -> None:
     stale = decision([Finding(code="REVIEW_STALE", detail="d")])
     approvals = check_text(stale, state, None, "staging").summary
     assert "rita\\-reviewer approved an earlier plan (valid until 2026-11-30T12:00:00Z)" in approvals
+
+
+def test_a_plan_submitted_again_unchanged_is_not_shown_as_changed_since_its_approval() -> None:
+    # Given a proposal (version 1), the same plan submitted as version 2, and the approval of that digest
+    base = state_with([])
+    proposed = plan(1, "d1", {"T1": ["C1"]}, [], 10)
+    resubmitted = plan(2, "d1", {"T1": ["C1"]}, [], 11)
+    review = {
+        "type": "review.recorded",
+        "review_id": "rev_1",
+        "reviewer": {"id": "rita-reviewer"},
+        "decision": "approve",
+        "plan_digest": "d1",
+        "expires_at": "2026-11-30T12:00:00Z",
+        "recorded_at": "2026-11-29T11:20:00Z",
+        "_seq": 12,
+        "_digest": "",
+    }
+    state = CandidateState.from_facts([base.candidate, proposed, resubmitted, review])
+    # When the summary says what changed since the last approved plan
+    lines = plan_changes(state)
+    # Then it says the current plan is the one approved, not that it changed since version 1
+    assert lines == ["- plan version 2, digest ` d1 `", "- this plan version is the first one approved"]
