@@ -299,9 +299,12 @@ class OutboxRelay:
 def forge_consumers(services: Any) -> dict[str, Consumer]:
     """The forge worker in-process, as the bus rule's target is in AWS: each forge outbox kind to
     `sentinel_service.forge_worker.handle_outbox_item` on these services."""
+    from sentinel_service import names
     from sentinel_service.forge_worker import FORGE_KINDS, handle_outbox_item
 
     def consumer(kind: str) -> Consumer:
         return lambda entry: handle_outbox_item(services, kind, entry)
 
-    return {kind: consumer(kind) for kind in FORGE_KINDS}
+    # Check items are the publisher's (OutboxRelay(forge_checks=...)), as the publisher's own rule takes
+    # them in AWS: the worker consumes deliveries only.
+    return {kind: consumer(kind) for kind in FORGE_KINDS if kind != names.OUTBOX_KIND_FORGE_CHECK}

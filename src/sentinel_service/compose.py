@@ -146,7 +146,7 @@ class Services:
         self._hold_chains = hold_chains
         self._receipt_signer = receipt_signer
         self._kms = kms
-        self.check_publisher = check_publisher  # (project, candidate_id): see forge_worker.publish_checks
+        self._check_publisher = check_publisher
         self._webhook_secret = webhook_secret
         self._key_lock = threading.Lock()
         self._forge = forge
@@ -375,6 +375,12 @@ class Services:
         from sentinel_domain.usecases.forge_checks import ForgeChecks
 
         return ForgeChecks(self.gate.chain, self.forge, self.store)  # type: ignore[arg-type]
+
+    @property
+    def check_publisher(self) -> Callable[[str, str], Any]:
+        """(project, candidate_id): publish that candidate's check run now (forge_worker.publish_checks calls
+        it for the candidates a redelivery names); by default the forge check publisher itself."""
+        return self._check_publisher or self.forge_checks.publish
 
     @cached_property
     def operator(self) -> Operator:

@@ -81,12 +81,9 @@ def _sponsor(services: Services, principal_id: str) -> str | None:
 
 
 def publish_checks(services: Services, project: str, candidate_ids: list[str]) -> None:
-    """The check publisher's call point: each candidate's check run is (re)published by whoever the services
-    were given as `check_publisher`; without one, nothing is published (the item is logged)."""
+    """The check publisher's call point: each candidate's check run is (re)published by the services'
+    `check_publisher` (the forge check publisher unless the caller handed in another)."""
     for candidate_id in candidate_ids:
-        if services.check_publisher is None:
-            LOG.info("no check publisher: %s/%s not published", project, candidate_id)
-            continue
         services.check_publisher(project, candidate_id)
 
 

@@ -78,3 +78,23 @@ def test_an_unavailable_forge_raises_for_lambda_to_retry(world: World) -> None:
 def test_other_outbox_kinds_are_not_the_workers(world: World) -> None:
     event = bus_event({"kind": "action", "project": PROJECT})
     assert worker_handler(lambda: world.services)(event, None) == {"status": "ignored"}
+
+
+def test_a_reopened_pull_request_republishes_the_existing_candidates_check(world: World) -> None:
+    # Given the candidate the first delivery created
+    handler = worker_handler(lambda: world.services)
+    first = delivered(world)
+    assert handler(bus_event(first), None)["status"] == "done"
+    forge = world.services._forge
+    before = len(forge.checks)
+    # When the pull request is reopened at the same head (a candidate exists: nothing new is created)
+    body = pull_request("reopened")
+    world.gate.receive_webhook(lambda: SECRET, "pull_request", "d-2", sign(body), body)
+    (again,) = [o for o in world.store.outbox if o.get("kind") == "forge_delivery" and o is not first]
+    answer = handler(bus_event(again, "d-2"), None)
+    # Then the worker hands the existing candidate to the check publisher, which publishes its check now
+    # (not only at the next sweep), and never as success: the candidate has no plan
+    assert answer["status"] == "done" and answer["result"]["created"] == []
+    published = forge.checks[before:]
+    assert [check.name for _repo, check in published] == ["sentinel/staging"]
+    assert published[0][1].conclusion != "success"
