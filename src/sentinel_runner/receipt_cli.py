@@ -47,7 +47,8 @@ TIMEOUT_SECONDS = 10
 def _local_signer(args: argparse.Namespace, create: bool) -> Any:
     from sentinel_service.adapters.receipt_signer import FileReceiptSigner
 
-    if os.environ.get("SENTINEL_RECEIPT_KEY_FILE"):
+    # An explicit --data wins over the environment: a deploy script that names a directory gets its key.
+    if not args.data and os.environ.get("SENTINEL_RECEIPT_KEY_FILE"):
         return FileReceiptSigner(os.environ["SENTINEL_RECEIPT_KEY_FILE"], create=create)
     data = open_data_dir(Path(args.data) if args.data else default_data_dir())
     return FileReceiptSigner(str(data.path / RECEIPT_KEY), create=create)
