@@ -25,3 +25,14 @@ def test_a_signed_body_replayed_under_another_delivery_id_is_a_duplicate() -> No
     # Then it is a duplicate, and nothing is written
     assert again.status == "duplicate"
     assert world.store.snapshot() == before
+
+
+def test_a_pull_requests_sender_is_kept_beside_its_author() -> None:
+    from sentinel_domain.webhooks import parse_delivery
+
+    # Given a synchronize that rita pushed to hank's pull request
+    body = pull_request("synchronize", sender={"login": "rita"})
+    # When it is parsed
+    found = parse_delivery("pull_request", "d-1", body)
+    # Then the worker learns both who opened it and who pushed its head
+    assert (found.fields["author"], found.fields["sender"]) == ("octocat", "rita")  # type: ignore[union-attr]

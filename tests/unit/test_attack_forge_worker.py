@@ -12,6 +12,7 @@ from support.world import CI, PROJECT, REQUESTER, REVIEWER, World, actor
 
 APP = actor("gh-app", "ci", "publisher", "requester")
 BASE_SHA = "b" * 40
+LOGINS = {"hank": "hank-human", "rita": "rita-reviewer"}
 
 
 def test_a_candidate_squatted_before_the_delivery_still_owes_what_the_forge_says_changed() -> None:
@@ -90,4 +91,24 @@ def test_the_pull_request_author_cannot_approve_the_merge_queue_candidate_of_the
             None,
         )
     # Then it is self-approval there too
+    assert refused.value.code == "SELF_APPROVAL"
+
+
+def test_whoever_pushed_the_head_cannot_approve_it_on_someone_elses_pull_request() -> None:
+    world = World(config={**FORGE_CONFIG, "github": {**FORGE_CONFIG["github"], "logins": LOGINS}})
+    forge = MemoryForge()
+    forge.commit(REPO, BASE_SHA, {"services/payments/api.py": "x"})
+    forge.commit(REPO, HEAD, {"services/payments/api.py": "y"})
+    forge.change(REPO, BASE_SHA, HEAD, ["services/payments/api.py"])
+    # Given hank's pull request, to whose branch rita (a reviewer with write access) pushed the head commit:
+    # GitHub's synchronize names the pull request's opener as its user and the pusher as its sender
+    pushed = delivery(action="synchronize", author="hank", sender="rita")
+    cid = handle_delivery(world.gate.chain, forge, PROJECT, pushed, APP).created[0]
+    digest = world.gate.propose(PROJECT, cid, REQUESTER, None, None).as_json()["plan_digest"]
+    # When rita approves the plan of the commit she pushed
+    with pytest.raises(Refusal) as refused:
+        world.gate.review(
+            PROJECT, cid, REVIEWER, ReviewRequest(decision="approve", plan_digest=digest, revision=HEAD), None
+        )
+    # Then it is self-approval: the head's pusher is excluded as the pull request's author is
     assert refused.value.code == "SELF_APPROVAL"

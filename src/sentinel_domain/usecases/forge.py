@@ -275,6 +275,10 @@ def handle_delivery(
         "files_source": source,
         "requester_of_record": _requester(config.github, author, sponsor_of),
     }
+    sender = delivery.fields.get("sender")
+    if isinstance(sender, str) and sender.lower() != str(author).lower():
+        # Someone else pushed this head to the author's pull request: they may not approve it either.
+        forge_record["pushed_by"] = _requester(config.github, sender, sponsor_of)
     created, existing = [], []
     for environment in repo.environments:
         request = CandidateRequest(
