@@ -46,6 +46,9 @@ RECEIPT_CODES = (
     "RECEIPT_ENVIRONMENT_MISMATCH",
     "RECEIPT_NOT_READY",  # the decision it records is not `ready`
     "RECEIPT_EXPIRED",  # checked at an instant at or after its `expires_at`
+    # The subject (what is released) it names is not the one being deployed: candidates are claimed per
+    # subject, so two subjects of one repository (a monorepo's services) are judged apart at one commit.
+    "RECEIPT_SUBJECT_MISMATCH",
 )
 
 
@@ -303,9 +306,17 @@ def _instant(text: str, what: str) -> str:
         raise ReceiptRefused("RECEIPT_MALFORMED", f"{what} is not an RFC 3339 instant") from None
 
 
-def check_claims(value: dict[str, Any], revision: str, project: str, environment: str, at: str) -> None:
+def check_claims(
+    value: dict[str, Any],
+    revision: str,
+    project: str,
+    environment: str,
+    at: str,
+    subject: str | None = None,
+) -> None:
     """The claims a deploy step relies on, checked in this order (the first that fails is the reason):
-    the commit, the project, the environment, the decision, the expiry at `at` (expired exactly at it)."""
+    the commit, the project, the subject (when the verifier names one), the environment, the decision, the
+    expiry at `at` (expired exactly at it)."""
     predicate = value["predicate"]
     commits = [
         s["digest"]["gitCommit"]
@@ -323,6 +334,10 @@ def check_claims(value: dict[str, Any], revision: str, project: str, environment
         raise ReceiptRefused(
             "RECEIPT_PROJECT_MISMATCH", f"the receipt is for project {predicate['project']}, not {project}"
         )
+    if subject is not None and _text(predicate, "subject") != subject:
+        raise ReceiptRefused(
+            "RECEIPT_SUBJECT_MISMATCH", f"the receipt is for subject {predicate['subject']}, not {subject}"
+        )
     if _text(predicate, "environment") != environment:
         raise ReceiptRefused(
             "RECEIPT_ENVIRONMENT_MISMATCH",
@@ -336,7 +351,13 @@ def check_claims(value: dict[str, Any], revision: str, project: str, environment
 
 
 def verify_receipt(
-    value: Any, check_signature: SignatureCheck, revision: str, project: str, environment: str, at: str
+    value: Any,
+    check_signature: SignatureCheck,
+    revision: str,
+    project: str,
+    environment: str,
+    at: str,
+    subject: str | None = None,
 ) -> dict[str, Any]:
     """The statement of a receipt whose signature verifies (any one of its signatures) and whose claims
     match; ReceiptRefused otherwise. Nothing in the payload is read before its signature verifies."""
@@ -354,7 +375,7 @@ def verify_receipt(
                 refusal = refused
             continue
         found = read_statement(payload)
-        check_claims(found, revision, project, environment, at)
+        check_claims(found, revision, project, environment, at, subject)
         return found
     assert refusal is not None  # there was at least one signature, and none verified
     raise refusal

@@ -21,18 +21,26 @@ def reviewer_refusal(actor: Actor) -> str | None:
 def excluded_approvers(state: CandidateState, digest: str | None) -> set[str]:
     """Nobody who created the candidate or authored a plan version up to the digest, nor their sponsors; nor
     the requester of record a forge named (the pull request's mapped author: the app created the candidate
-    for them)."""
+    for them), nor whoever the forge says pushed its head to that pull request."""
     people = [state.candidate["created_by"], *state.plan_authors(digest)]
     excluded = set()
-    requester = requester_of_record(state)
-    for who in ("principal", "sponsor"):
-        if requester is not None and requester.get(who):
-            excluded.add(str(requester[who]))
+    for requester in (requester_of_record(state), pushed_by(state)):
+        for who in ("principal", "sponsor"):
+            if requester is not None and requester.get(who):
+                excluded.add(str(requester[who]))
     for person in people:
         excluded.add(person["id"])
         if person.get("sponsor"):
             excluded.add(person["sponsor"])
     return excluded
+
+
+def pushed_by(state: CandidateState) -> dict[str, Any] | None:
+    """`{login, principal}` of whoever pushed a forge-created candidate's head to someone else's pull request
+    (GitHub's `sender` of a `synchronize`), when that is not the author."""
+    forge = state.candidate.get("forge")
+    found = forge.get("pushed_by") if isinstance(forge, dict) else None
+    return found if isinstance(found, dict) else None
 
 
 def requester_of_record(state: CandidateState) -> dict[str, Any] | None:

@@ -171,6 +171,8 @@ def _fields(event: str, payload: dict[str, Any]) -> dict[str, Any]:
             "base": _sha(payload, "pull_request", "base", "sha"),
             "head": _sha(payload, "pull_request", "head", "sha"),
             "author": _login(payload, "pull_request", "user", "login"),
+            # Who caused this event: for `synchronize` the one who pushed the head, who may not be the author.
+            "sender": _login(payload, "sender", "login"),
         }
     if event == "merge_group":
         return {

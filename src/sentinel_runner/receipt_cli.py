@@ -2,7 +2,8 @@
 check a deploy step runs before it deploys a commit (docs/receipts.md).
 
     sentinel keys [--data DIR | --url URL] [--json]
-    sentinel receipt verify FILE --revision R --project P --environment E [--key FILE] [--at TIME]
+    sentinel receipt verify FILE --revision R --project P --environment E [--subject S] [--key FILE]
+        [--at TIME]
 
 `keys` prints the public key as PEM (what `--key` reads): the local data directory's by default, or the ones a
 gate publishes at GET /v1/keys (`--url`, https unless loopback). `--json` prints GET /v1/keys's body instead,
@@ -10,9 +11,10 @@ which `--key` reads too (then a receipt's key id must be one of its keys).
 
 `receipt verify` reads a receipt (the `receipt` object of a POST .../decisions answer; `-` for standard
 input) and checks, without calling the service: the signature under the key (`--key`, else the data
-directory's), then the commit, the project, the environment, that it records `ready`, and that it has not
-expired at `--at` (default: now). Exit 0 and one line on standard output when every check passes; exit 1 and
-`error: RECEIPT_<REASON>: ...` on standard error on the first that fails."""
+directory's), then the commit, the project, the subject (`--subject`, when given), the environment, that it
+records `ready`, and that it has not expired at `--at` (default: now). Exit 0 and one line on standard output
+when every check passes; exit 1 and `error: RECEIPT_<REASON>: ...` on standard error on the first
+that fails."""
 
 from __future__ import annotations
 
@@ -45,7 +47,8 @@ TIMEOUT_SECONDS = 10
 def _local_signer(args: argparse.Namespace, create: bool) -> Any:
     from sentinel_service.adapters.receipt_signer import FileReceiptSigner
 
-    if os.environ.get("SENTINEL_RECEIPT_KEY_FILE"):
+    # An explicit --data wins over the environment: a deploy script that names a directory gets its key.
+    if not args.data and os.environ.get("SENTINEL_RECEIPT_KEY_FILE"):
         return FileReceiptSigner(os.environ["SENTINEL_RECEIPT_KEY_FILE"], create=create)
     data = open_data_dir(Path(args.data) if args.data else default_data_dir())
     return FileReceiptSigner(str(data.path / RECEIPT_KEY), create=create)
@@ -127,7 +130,9 @@ def cmd_receipt_verify(args: argparse.Namespace) -> int:
             receipt = json.loads(text)
         except ValueError:
             raise ReceiptRefused("RECEIPT_MALFORMED", f"{args.file} is not JSON") from None
-        statement = verify_receipt(receipt, _check(args), args.revision, args.project, args.environment, at)
+        statement = verify_receipt(
+            receipt, _check(args), args.revision, args.project, args.environment, at, args.subject
+        )
     except ReceiptRefused as refused:
         return fail(refused.code, refused.detail, "deploy only a commit whose recorded decision is ready")
     predicate = statement["predicate"]
@@ -157,6 +162,11 @@ def add_receipt_commands(sub: Any) -> None:
     verify.add_argument("--revision", required=True, metavar="R", help="the commit being deployed")
     verify.add_argument("--project", required=True, metavar="P")
     verify.add_argument("--environment", required=True, metavar="E")
+    verify.add_argument(
+        "--subject",
+        metavar="S",
+        help="the subject being deployed; name it whenever one repository holds several subjects",
+    )
     verify.add_argument(
         "--key",
         metavar="FILE",

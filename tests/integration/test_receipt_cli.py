@@ -156,3 +156,24 @@ def test_keys_json_is_what_the_keys_route_answers(capsys, data) -> None:
 def test_keys_refuses_a_plain_http_gate_that_is_not_loopback(capsys, data) -> None:
     code, _out, err = run(capsys, "keys", "--url", "http://gate.example.com")
     assert code == 1 and "https" in err
+
+
+def test_attack_an_explicit_data_directory_is_not_overridden_by_the_environment(
+    capsys, tmp_path, monkeypatch, statement
+):
+    # Given the operator's data directory, whose key the deploy script names with --data
+    from sentinel_service.adapters.chain_key import create_private_file
+    from sentinel_service.adapters.receipt_signer import FileReceiptSigner
+
+    theirs = tmp_path / "operator"
+    theirs.mkdir()
+    create_private_file(str(theirs / "receipt.key"), new_private_key_pem(), "receipt key", OSError)
+    # And a key of the agent's own, named by SENTINEL_RECEIPT_KEY_FILE in the environment it can set
+    mine = tmp_path / "mine.key"
+    create_private_file(str(mine), new_private_key_pem(), "receipt key", OSError)
+    monkeypatch.setenv("SENTINEL_RECEIPT_KEY_FILE", str(mine))
+    forged = write(tmp_path, envelope(statement, FileReceiptSigner(str(mine))))
+    # When the script verifies a receipt the agent signed, naming the operator's data directory
+    code, _out, err = verify(capsys, forged, "--data", str(theirs))
+    # Then the directory it named decides, and the agent's key is not trusted
+    assert code == 1 and "RECEIPT_KEY_UNKNOWN" in err, err

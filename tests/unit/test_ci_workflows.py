@@ -135,6 +135,7 @@ def test_the_example_grants_each_job_only_what_it_needs_and_persists_no_credenti
     assert document["permissions"] == {}
     assert {name: job["permissions"] for name, job in document["jobs"].items()} == {
         "test": {"contents": "read"},
+        "publish": {},
         "sentinel-gate": {},
         "deploy": {"contents": "read"},
     }

@@ -224,7 +224,7 @@ def test_a_signed_payload_that_is_not_our_statement_is_malformed(receipt) -> Non
 def test_every_code_is_stable_and_known() -> None:
     with pytest.raises(ValueError):
         ReceiptRefused("RECEIPT_SOMETHING_ELSE", "x")
-    assert len(set(RECEIPT_CODES)) == len(RECEIPT_CODES) == 9
+    assert len(set(RECEIPT_CODES)) == len(RECEIPT_CODES) == 10
 
 
 def test_the_statement_names_the_github_repository_the_subject_maps_to() -> None:

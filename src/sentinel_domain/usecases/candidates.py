@@ -150,7 +150,10 @@ def add_change_context(
     actor: Actor,
     request: ChangeContextRequest,
     key: str | None,
+    attest: bool = True,
 ) -> ChangeContextAdded:
+    """`attest` False: the context is recorded as declared whoever sends it (the forge worker's account of a
+    file list that is or may be truncated)."""
     need(actor, "requester", "publisher")
     ref = StreamRef(project, candidate_id)
 
@@ -169,7 +172,7 @@ def add_change_context(
         fact = {
             "type": "change_context.added",
             "actor": actor.fact(),
-            "attested": _attests(actor, config),
+            "attested": attest and _attests(actor, config),
             "change": _change_summary(request.change),
             "obligations_added": added,
             "recorded_at": chain.now(),

@@ -27,6 +27,7 @@ from ..models import (
     Actor,
     CandidateRequest,
     Change,
+    ChangeContextRequest,
     GitHubForge,
     GitHubRepository,
     OpenApiChange,
@@ -43,7 +44,7 @@ from ..webhooks import (
     parse_delivery,
     signature_valid,
 )
-from .candidates import create_candidate
+from .candidates import add_change_context, create_candidate
 from .chain import Chain, CommitRequest, unavailable
 
 DELIVERY_CHAIN_PREFIX = "dlv_"
@@ -274,6 +275,10 @@ def handle_delivery(
         "files_source": source,
         "requester_of_record": _requester(config.github, author, sponsor_of),
     }
+    sender = delivery.fields.get("sender")
+    if isinstance(sender, str) and sender.lower() != str(author).lower():
+        # Someone else pushed this head to the author's pull request: they may not approve it either.
+        forge_record["pushed_by"] = _requester(config.github, sender, sponsor_of)
     created, existing = [], []
     for environment in repo.environments:
         request = CandidateRequest(
@@ -289,7 +294,9 @@ def handle_delivery(
         except Refusal as refusal:
             if refusal.code != "CANDIDATE_EXISTS":
                 raise
-            existing.append(str(refusal.extra.get("candidate_id", "")))
+            found = str(refusal.extra.get("candidate_id", ""))
+            existing.append(found)
+            _owe_forge_change(chain, project, app, found, change, complete, delivery.delivery_id)
     attested = complete and app.kind == "ci" and app.id in config.change_context_publishers
     return ForgeHandled(
         **base,
@@ -299,6 +306,26 @@ def handle_delivery(
         complete=complete,
         publish=[*existing],  # new candidates carry their own forge_check outbox item
     )
+
+
+def _owe_forge_change(
+    chain: Chain,
+    project: str,
+    app: Actor,
+    candidate_id: str,
+    change: Change,
+    complete: bool,
+    delivery_id: str,
+) -> None:
+    """A candidate someone else claimed first for this commit (an agent knows its commit before it pushes,
+    and may name a narrow change from a base of its choosing) still owes what the forge says changed: the
+    forge's account joins its change contexts (a union, so it only adds obligations), attested when complete.
+    One the worker created itself carries it already. Keyed by the delivery, so a redelivery adds nothing."""
+    _stream, state = chain.candidate(project, candidate_id)
+    if "forge" in state.candidate:
+        return
+    request = ChangeContextRequest(change=change)
+    add_change_context(chain, project, candidate_id, app, request, f"forge-{delivery_id}", attest=complete)
 
 
 def _requester(github: GitHubForge, login: Any, sponsor_of: Callable[[str], str | None]) -> dict[str, Any]:

@@ -199,7 +199,10 @@ class ForgeChecks:
         due = expiry or ""
         unchanged = (base.conclusion, base.digest) == (conclusion, text.digest)
         if unchanged and base.check_run_id and not force:
-            if base.due_at != due and not self.records.put_check_record(base.next(due_at=due)):
+            # Written even when nothing changed: a publisher that read this record before a newer write and
+            # is still publishing the older decision (a ready overtaken by a write back to this very hold)
+            # then loses its conditional write and judges again, so the forge ends on the fresher decision.
+            if not self.records.put_check_record(base.next(due_at=due)):
                 return None
             return Publication(project, candidate_id, "unchanged", conclusion, base.check_run_id)
         forge = self._forge_of(config.github if config is not None else None)

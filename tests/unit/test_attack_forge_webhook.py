@@ -1,0 +1,38 @@
+"""Attacks on the webhook's receiving half (usecases.forge.receive_webhook): what a replayed body can do."""
+
+import pytest
+from unit.test_forge_webhook_receive import FORGE_CONFIG, pull_request, receive
+
+from support.world import World
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: de-duplication keys on X-GitHub-Delivery, a header the signature does not cover, so a "
+    "captured signed body replayed under a fresh delivery id is accepted and recorded again (a new dlv_ "
+    "chain and forge_delivery item); the worker's candidate claims make the replay create no second "
+    "candidate, but the issue asks that a replay create nothing. A fix keys the delivery chain (also) on "
+    "the body's SHA-256",
+)
+def test_a_signed_body_replayed_under_another_delivery_id_is_a_duplicate() -> None:
+    world = World(config=FORGE_CONFIG)
+    # Given a delivery GitHub signed, accepted once
+    body = pull_request()
+    assert receive(world, body, delivery="11111111-2222-3333-4444-555555555555").status == "accepted"
+    before = world.store.snapshot()
+    # When someone who captured it sends the same signed bytes under a delivery id of their choosing
+    again = receive(world, body, delivery="99999999-2222-3333-4444-555555555555")
+    # Then it is a duplicate, and nothing is written
+    assert again.status == "duplicate"
+    assert world.store.snapshot() == before
+
+
+def test_a_pull_requests_sender_is_kept_beside_its_author() -> None:
+    from sentinel_domain.webhooks import parse_delivery
+
+    # Given a synchronize that rita pushed to hank's pull request
+    body = pull_request("synchronize", sender={"login": "rita"})
+    # When it is parsed
+    found = parse_delivery("pull_request", "d-1", body)
+    # Then the worker learns both who opened it and who pushed its head
+    assert (found.fields["author"], found.fields["sender"]) == ("octocat", "rita")  # type: ignore[union-attr]
