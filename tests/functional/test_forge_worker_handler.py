@@ -3,6 +3,7 @@ the event's detail is the outbox item's DynamoDB stream record. An item the gate
 written by anyone else (its tag does not verify) is refused; an unavailable forge raises, so Lambda retries
 it and, in the end, parks it in the dead-letter queue."""
 
+import hashlib
 import json
 from typing import Any
 
@@ -23,11 +24,13 @@ class Principals:
         return {"id": principal_id, "kind": "ci", "sponsor": None, "roles": roles, "revoked": False}
 
 
-def bus_event(entry: dict[str, Any], delivery_id: str = "d-1") -> dict[str, Any]:
+def bus_event(entry: dict[str, Any], body: bytes | None = None) -> dict[str, Any]:
+    """The stream record of an outbox item of the delivery chain of `body` (the first pull request's)."""
+    signed = hashlib.sha256(pull_request() if body is None else body).hexdigest()
     record = {
         "eventName": "INSERT",
         "dynamodb": {
-            "Keys": {"pk": {"S": f"P#{PROJECT}#C#dlv_{delivery_id}"}, "sk": {"S": "O#0000000001-0"}},
+            "Keys": {"pk": {"S": f"P#{PROJECT}#C#dlv_{signed}"}, "sk": {"S": "O#0000000001-0"}},
             "NewImage": {"outbox_kind": {"S": entry["kind"]}, "item": {"S": json.dumps(entry)}},
         },
     }
@@ -91,7 +94,7 @@ def test_a_reopened_pull_request_republishes_the_existing_candidates_check(world
     body = pull_request("reopened")
     world.gate.receive_webhook(lambda: SECRET, "pull_request", "d-2", sign(body), body)
     (again,) = [o for o in world.store.outbox if o.get("kind") == "forge_delivery" and o is not first]
-    answer = handler(bus_event(again, "d-2"), None)
+    answer = handler(bus_event(again, body), None)
     # Then the worker hands the existing candidate to the check publisher, which publishes its check now
     # (not only at the next sweep), and never as success: the candidate has no plan
     assert answer["status"] == "done" and answer["result"]["created"] == []

@@ -1,19 +1,10 @@
 """Attacks on the webhook's receiving half (usecases.forge.receive_webhook): what a replayed body can do."""
 
-import pytest
 from unit.test_forge_webhook_receive import FORGE_CONFIG, pull_request, receive
 
 from support.world import World
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: de-duplication keys on X-GitHub-Delivery, a header the signature does not cover, so a "
-    "captured signed body replayed under a fresh delivery id is accepted and recorded again (a new dlv_ "
-    "chain and forge_delivery item); the worker's candidate claims make the replay create no second "
-    "candidate, but the issue asks that a replay create nothing. A fix keys the delivery chain (also) on "
-    "the body's SHA-256",
-)
 def test_a_signed_body_replayed_under_another_delivery_id_is_a_duplicate() -> None:
     world = World(config=FORGE_CONFIG)
     # Given a delivery GitHub signed, accepted once

@@ -132,7 +132,7 @@ def test_a_verified_pull_request_is_recorded_once_for_the_worker(world: World) -
     first = receive(world, pull_request())
     # Then it is accepted for the repository's project, as a one-fact chain whose outbox carries it
     assert (first.status, first.project) == ("accepted", PROJECT)
-    stream = world.store.load(delivery_ref(PROJECT, first.delivery_id))
+    stream = world.store.load(delivery_ref(PROJECT, hashlib.sha256(pull_request()).hexdigest()))
     assert stream is not None and stream.seq == 1
     carried = [o for o in world.store.outbox if o.get("kind") == "forge_delivery"]
     assert len(carried) == 1

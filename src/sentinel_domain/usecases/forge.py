@@ -5,9 +5,11 @@ Two halves, apart on purpose:
 - `receive_webhook` answers the anonymous webhook route fast and never calls GitHub: the signature is checked
   before anything is parsed, the delivery is matched to exactly one project through the repository index
   (`ForgeIndex`, claimed by the project's configuration write), and recorded as a one-fact chain of its own
-  (`dlv_<delivery id>`) whose outbox item carries it to the worker. Creating that chain is conditional, so a
-  replayed delivery finds it and appends nothing ("duplicate"); one chain per delivery keeps the project
-  chain, which every write reads whole, from growing with every push.
+  (`dlv_<SHA-256 of the signed body>`) whose outbox item carries it to the worker. Creating that chain is
+  conditional, so a replayed delivery finds it and appends nothing ("duplicate"). It is keyed on the signed
+  bytes, not on the `X-GitHub-Delivery` header, which the signature does not cover: a captured body resent
+  under a fresh delivery id is the same chain. One chain per delivery keeps the project chain, which every
+  write reads whole, from growing with every push.
 - `handle_delivery` (the worker, fed by the outbox) asks the `Forge` for the changed files and the OpenAPI
   documents at both commits and creates the candidates as the app's `ci` principal. A forge that cannot answer
   raises ForgeUnavailable before anything is written: the outbox retries it later.
@@ -17,6 +19,7 @@ author, mapped through `github.logins`, is the requester of record and cannot ap
 (sentinel_domain.reviews). Nothing in an HTTP body can name either: only a verified delivery does."""
 
 from collections.abc import Callable
+from hashlib import sha256
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -173,7 +176,8 @@ def receive_webhook(
     if found.event == "check_run" and not _candidate_of(chain, project, found):
         return _ignored(found, IGNORED_CANDIDATE, "the check run names no candidate of this project", project)
     app_principal = config.github.app_principal
-    return chain.retrying(lambda: _record(chain, project, app_principal, found))
+    signed = sha256(body).hexdigest()
+    return chain.retrying(lambda: _record(chain, project, app_principal, found, signed))
 
 
 def _candidate_of(chain: Chain, project: str, delivery: Delivery) -> bool:
@@ -189,12 +193,15 @@ def _candidate_of(chain: Chain, project: str, delivery: Delivery) -> bool:
     return bool(state.candidate["revision"] == delivery.fields["head"])
 
 
-def delivery_ref(project: str, delivery_id: str) -> StreamRef:
-    return StreamRef(project, DELIVERY_CHAIN_PREFIX + delivery_id)
+def delivery_ref(project: str, body_sha256: str) -> StreamRef:
+    """The chain of one delivery, named by the SHA-256 of its signed body (the header's id is not signed)."""
+    return StreamRef(project, DELIVERY_CHAIN_PREFIX + body_sha256)
 
 
-def _record(chain: Chain, project: str, app_principal: str, delivery: Delivery) -> WebhookReceived:
-    ref = delivery_ref(project, delivery.delivery_id)
+def _record(
+    chain: Chain, project: str, app_principal: str, delivery: Delivery, body_sha256: str
+) -> WebhookReceived:
+    ref = delivery_ref(project, body_sha256)
     answer = {
         "delivery_id": delivery.delivery_id,
         "event": delivery.event,
