@@ -233,7 +233,7 @@ class SentinelStack(cdk.Stack):
             environment={
                 **common_env,
                 names.ENV_STATE_TABLE: self.tables.state.table_name,
-                names.ENV_CHAIN_KEY_SECRET_ARN: self.integrity.chain_key.secret_arn,
+                **self.integrity.environment(signing=False),
             },
             log_retention=retention,
             table=self.tables.state,
@@ -242,6 +242,8 @@ class SentinelStack(cdk.Stack):
             app_key_secret_arn=self.forge.app_key.secret_arn,
             live_version=(live_versions or {}).get(names.FORGE_CHECKS_FUNCTION),
         )
+        # Its check lets a change merge: it compares chains with the witness, as the release paths do.
+        self.integrity.grant_read(self.forge_checks.function)
         every_function = {
             **self.functions,
             names.AUTHORIZER_FUNCTION: self.authorizer,

@@ -31,11 +31,12 @@ def evaluate(
 
 
 def judged(
-    chain: Chain, project: str, candidate_id: str, actor: Actor
+    chain: Chain, project: str, candidate_id: str, actor: Actor, *, release: bool = False
 ) -> tuple[Decision, Stream | None, "Basis"]:
     """The read-only evaluation at the service clock (what `GET .../decision` answers), with what it was
-    judged from: the forge check publisher shows both."""
-    return _evaluate(chain, project, candidate_id, actor, None)
+    judged from: the forge check publisher shows both. `release`: read as a release path does (both chains
+    compared with the witness, in AWS too), for a caller whose answer lets a change advance."""
+    return _evaluate(chain, project, candidate_id, actor, None, release=release)
 
 
 def hold_unreadable(detail: str, as_of: str) -> Decision:

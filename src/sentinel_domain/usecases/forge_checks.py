@@ -162,7 +162,11 @@ class ForgeChecks:
     def _attempt(self, project: str, candidate_id: str, force: bool) -> Publication | None:
         record = self.records.check_record(project, candidate_id)
         try:
-            verdict, stream, basis = decisions.judged(self.chain, project, candidate_id, PUBLISHER)
+            # A required check lets a change merge: it reads as a release path, against the witness, so a
+            # chain put back to an earlier genuine head is seen here too (never an advisory read).
+            verdict, stream, basis = decisions.judged(
+                self.chain, project, candidate_id, PUBLISHER, release=True
+            )
         except Refusal as refusal:
             if refusal.code == "NOT_FOUND":
                 return Publication(project, candidate_id, "skipped", reason="no such candidate")

@@ -15,8 +15,9 @@
 Least privilege: the state table's items are read (GetItem, Query: chains and check records); the only write
 is PutItem on the check records' partition (`dynamodb:LeadingKeys` = FORGE#CHECKS); the chain key (to verify
 chains) and the GitHub App's private key (`app_key_secret_arn`, a construct parameter: the secret is made in
-constructs/forge.py) may be read; nothing else. No witness access: in AWS a decision read is advisory (the
-scheduled verifier compares chains with the witness)."""
+constructs/forge.py) may be read, and the witness read as every release path reads it (the stack grants it:
+a required check lets a change merge, so it judges each chain against the witness, never advisorily);
+nothing else."""
 
 from collections.abc import Mapping, Sequence
 

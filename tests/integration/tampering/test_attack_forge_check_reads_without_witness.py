@@ -7,7 +7,6 @@ turn the check `success` while the release path refuses to record anything: the 
 
 from pathlib import Path
 
-import pytest
 from unit.test_forge_checks import FAILING, GITHUB, evidence, ready
 
 from sentinel_domain.errors import Refusal
@@ -21,12 +20,6 @@ from support.tamper import SqliteRows
 from support.world import AUDITOR, CI, CONFIG, PROJECT, RECEIPT_SIGNER, REV, SEAL, World
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: ForgeChecks judges with decisions.judged, the advisory read (release=False), and the "
-    "forge_checks function has no witness access by design (constructs/forge_checks.py); the fix is "
-    "judged(..., release=True) plus a witness read grant and the witness in that function's composition",
-)
 def test_attack_candidate_chain_rollback_never_turns_the_check_success(tmp_path: Path) -> None:
     # Given a ready candidate of a GitHub-mapped project, every checkpoint in the witness
     store = SqliteStateStore(SqliteDatabase(tmp_path / "state.db"))
