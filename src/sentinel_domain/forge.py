@@ -88,6 +88,11 @@ class Forge(Protocol):
         """Create (or, with `check_run_id`, update) the check run; answers its id."""
         ...
 
+    def pull_request_author(self, repository: str, number: int) -> str | None:
+        """The login that opened pull request `number` (None when the forge knows no such pull request):
+        the merge queue's commit is judged for the queued pull request's author as its requester of record."""
+        ...
+
 
 @dataclass
 class ForgeFiles:

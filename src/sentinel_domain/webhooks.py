@@ -178,12 +178,24 @@ def _fields(event: str, payload: dict[str, Any]) -> dict[str, Any]:
         return {
             "base": _sha(payload, "merge_group", "base_sha"),
             "head": _sha(payload, "merge_group", "head_sha"),
-            "author": None,  # a queue's commit is nobody's pull request alone
+            # The queue's branch names the pull request it tests (gh-readonly-queue/<base>/pr-<N>-<sha>); the
+            # worker asks GitHub for its author, the requester of record of the queue's commit.
+            "pull_request": _queued_pull_request(_at(payload, "merge_group", "head_ref")),
+            "author": None,
         }
     candidate = _at(payload, "check_run", "external_id")
     if not isinstance(candidate, str) or not CANDIDATE_ID.match(candidate):
         raise _invalid("check_run.external_id does not name a candidate")
     return {"candidate_id": candidate, "head": _sha(payload, "check_run", "head_sha")}
+
+
+QUEUE_REF = re.compile(r"^refs/heads/gh-readonly-queue/.+/pr-([1-9][0-9]{0,9})-[0-9a-f]{40,64}$")
+
+
+def _queued_pull_request(head_ref: Any) -> int | None:
+    """The pull request a merge queue's branch tests, or None when its name says none."""
+    found = QUEUE_REF.match(head_ref) if isinstance(head_ref, str) else None
+    return int(found.group(1)) if found else None
 
 
 def forge_index_key(installation_id: int, repository: str) -> str:

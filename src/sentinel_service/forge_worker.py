@@ -73,6 +73,9 @@ class _Unused:
     def publish_check(self, repository: str, check: Any) -> Any:
         raise AssertionError("unreachable: no GitHub configuration")
 
+    def pull_request_author(self, repository: str, number: int) -> str | None:
+        raise AssertionError("unreachable: no GitHub configuration")
+
 
 def _sponsor(services: Services, principal_id: str) -> str | None:
     found = services.admin.get(principal_id)

@@ -151,6 +151,17 @@ def test_pull_request_files_are_paged_and_a_list_at_the_3000_cap_falls_back(
     assert forge.pull_request_files(REPO, 10, base, small).files == ("one.txt",)
 
 
+def test_a_pull_requests_author_is_read_from_github(github: FakeGitHub, forge: GitHubApp) -> None:
+    # Given pull request 11, opened by hank
+    base = github.commit(REPO, {"a.txt": "a"})
+    head = github.commit(REPO, {"a.txt": "b"}, parent=base)
+    github.open_pull(REPO, 11, base, head, author="hank")
+    # When the adapter asks who opened it (as the worker does for a merge queue's commit)
+    # Then GitHub's answer names hank, and a pull request GitHub does not know names nobody
+    assert forge.pull_request_author(REPO, 11) == "hank"
+    assert forge.pull_request_author(REPO, 12) is None
+
+
 # ---- documents -------------------------------------------------------------------------------------------
 
 

@@ -82,6 +82,7 @@ class Repository:
     commits: dict[str, Commit] = field(default_factory=dict)
     trees: dict[str, str] = field(default_factory=dict)  # tree sha -> commit sha
     pulls: dict[int, tuple[str, str]] = field(default_factory=dict)  # number -> (base, head)
+    pull_authors: dict[int, str] = field(default_factory=dict)  # number -> the login that opened it
 
 
 @dataclass
@@ -160,9 +161,10 @@ class FakeGitHub:
             repo.trees[tree_sha] = sha
             return sha
 
-    def open_pull(self, repository: str, number: int, base: str, head: str) -> None:
+    def open_pull(self, repository: str, number: int, base: str, head: str, author: str = "octocat") -> None:
         with self._lock:
             self.repo(repository).pulls[number] = (base, head)
+            self.repo(repository).pull_authors[number] = author
 
     def check_runs(self, repository: str, head_sha: str | None = None) -> list[dict[str, Any]]:
         """The check runs Sentinel published, as GitHub holds them now (each with its `history` of bodies)."""

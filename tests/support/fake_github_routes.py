@@ -32,6 +32,7 @@ def route(
     handlers = {
         "repos/compare-commits": lambda: _compare(fake, op, repo, params, query),
         "pulls/list-files": lambda: _pull_files(fake, op, repo, params, query),
+        "pulls/get": lambda: _pull(fake, op, repo, params),
         "git/get-tree": lambda: _tree(fake, op, repo, params["tree_sha"], query),
         "git/get-commit": lambda: _git_commit(fake, op, repo, params["commit_sha"]),
         "git/get-blob": lambda: _blob(fake, op, repo, params["file_sha"], accept),
@@ -207,6 +208,20 @@ def _pull_files(
     listed = diff_entries(fake, repo, start, head)[: fake.pull_files_cap]
     per_page, page = min(_one(query, "per_page", 30), 100), _one(query, "page", 1)
     return Answer(200, listed[(page - 1) * per_page : page * per_page])
+
+
+def _pull(fake: FakeGitHub, op: Operation, repo: Repository, params: dict[str, str]) -> Answer:
+    from support.fake_github import Answer, _error
+
+    number = int(params["pull_number"])
+    if number not in repo.pulls:
+        return _error(404, "Not Found")
+    base, head = repo.pulls[number]
+    value = fake.description.response_instance(op, 200)
+    value["number"] = number
+    value["user"]["login"] = repo.pull_authors.get(number, "octocat")
+    value["base"]["sha"], value["head"]["sha"] = base, head
+    return Answer(200, value)
 
 
 def _tree(

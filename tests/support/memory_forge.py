@@ -28,6 +28,7 @@ class MemoryForge:
     )
     checks: list[tuple[str, CheckRun]] = field(default_factory=list)
     calls: list[tuple[str, ...]] = field(default_factory=list)
+    pull_authors: dict[tuple[str, int], str] = field(default_factory=dict)  # (repository, number) -> login
     unavailable_for: int = 0  # the next n calls raise ForgeUnavailable
     refuse: str | None = None  # every call raises ForgeRefused with this detail
 
@@ -74,3 +75,8 @@ class MemoryForge:
         self._fault()
         self.checks.append((repository, check))
         return PublishedCheck(check.check_run_id or str(len(self.checks)))
+
+    def pull_request_author(self, repository: str, number: int) -> str | None:
+        self.calls.append(("pull_request_author", repository, str(number)))
+        self._fault()
+        return self.pull_authors.get((repository, number))

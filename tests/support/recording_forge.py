@@ -27,6 +27,9 @@ class RecordingForge:
     def read_file(self, repository: str, revision: str, path: str) -> ForgeDocument:
         raise ForgeRefused("the recording forge answers check runs only")
 
+    def pull_request_author(self, repository: str, number: int) -> str | None:
+        raise ForgeRefused("the recording forge answers check runs only")
+
     def publish_check(self, repository: str, check: CheckRun) -> PublishedCheck:
         self.calls.append((repository, check))
         if self.unavailable > 0:

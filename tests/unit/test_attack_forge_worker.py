@@ -54,13 +54,6 @@ def test_a_truncated_forge_list_joins_a_squatted_candidate_as_declared_only() ->
     assert not state.attested
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a merge_group delivery records requester_of_record {login: None, principal: None} "
-    "(webhooks._fields drops merge_group.head_ref, which names the queued pull requests), so the queued "
-    "pull request's mapped author is not excluded from approving the queue commit's candidate; the fix "
-    "reads the queued pull requests' authors from GitHub's API (a Forge port addition)",
-)
 def test_the_pull_request_author_cannot_approve_the_merge_queue_candidate_of_their_own_change() -> None:
     world = World(config=FORGE_CONFIG)
     forge = MemoryForge()
@@ -70,6 +63,7 @@ def test_the_pull_request_author_cannot_approve_the_merge_queue_candidate_of_the
     forge.commit(REPO, queue, {"services/payments/api.py": "y"})
     forge.change(REPO, BASE_SHA, HEAD, ["services/payments/api.py"])
     forge.change(REPO, BASE_SHA, queue, ["services/payments/api.py"])
+    forge.pull_authors[(REPO, 5)] = "octocat"
     # Given octocat (mapped to rita-reviewer) opened pull request 5, which she may not approve
     handle_delivery(world.gate.chain, forge, PROJECT, delivery(), APP)
     # And the pull request entered the merge queue: GitHub made the queue commit and sent merge_group
@@ -77,7 +71,7 @@ def test_the_pull_request_author_cannot_approve_the_merge_queue_candidate_of_the
         "merge_group",
         delivery_id="dlv-2",
         head=queue,
-        head_ref=f"refs/heads/gh-readonly-queue/main/pr-5-{HEAD}",
+        pull_request=5,  # what the webhook reads from head_ref gh-readonly-queue/main/pr-5-<sha>
     )
     cid = handle_delivery(world.gate.chain, forge, PROJECT, queued, APP).created[0]
     digest = world.gate.propose(PROJECT, cid, REQUESTER, None, None).as_json()["plan_digest"]

@@ -272,6 +272,8 @@ def handle_delivery(
     head, base_sha = str(delivery.fields["head"]), str(delivery.fields["base"])
     change, complete, source = _forge_change(forge, config, repo, base_sha, head)
     author = delivery.fields.get("author")
+    if delivery.event == "merge_group":
+        author = _queued_author(forge, repo.repository, delivery.fields.get("pull_request"))
     forge_record = {
         "forge": "github",
         "repository": repo.repository,
@@ -333,6 +335,14 @@ def _owe_forge_change(
         return
     request = ChangeContextRequest(change=change)
     add_change_context(chain, project, candidate_id, app, request, f"forge-{delivery_id}", attest=complete)
+
+
+def _queued_author(forge: Forge, repository: str, number: Any) -> str | None:
+    """The author of the pull request a merge queue's commit tests, read from GitHub (never from the
+    delivery): they may not approve the queue's commit of their own change either."""
+    if type(number) is not int:
+        return None
+    return forge.pull_request_author(repository, number)
 
 
 def _requester(github: GitHubForge, login: Any, sponsor_of: Callable[[str], str | None]) -> dict[str, Any]:

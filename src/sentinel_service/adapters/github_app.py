@@ -188,6 +188,21 @@ class GitHubApp:
             return self.changed_files(repository, base, head)
         return ChangedFiles(base, head, _sorted(paths), True, "pull_files")
 
+    def pull_request_author(self, repository: str, number: int) -> str | None:
+        """`GET /repos/{owner}/{repo}/pulls/{number}`'s `user.login`; None for a pull request GitHub does not
+        know (404), any other refusal raised."""
+        repo = _repo_path(repository)
+        if type(number) is not int or number < 1:
+            raise ForgeRefused("not a pull request number")
+        try:
+            pull = self._json_object("GET", f"{repo}/pulls/{number}")
+        except GitHubRefused as refused:
+            if refused.status == 404:
+                return None
+            raise
+        login = _nested(pull, "user", "login")
+        return login if isinstance(login, str) and login else None
+
     def _tree_diff(self, repo: str, base: str, head: str, start_tree: str) -> ChangedFiles:
         """The paths whose entry differs between the merge base's tree and the head commit's tree."""
         head_commit = self._json_object("GET", f"{repo}/git/commits/{head}")
