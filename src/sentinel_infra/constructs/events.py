@@ -25,9 +25,9 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_pipes as pipes
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from sentinel_infra.constructs.dead_letters import dead_letter_queue
 from sentinel_service import names
 from sentinel_service.names import SK
 
@@ -71,20 +71,11 @@ class OutboxRelay(Construct):
             description="Every relayed side effect and chain checkpoint; verification compares chains "
             "against the newest checkpoint kept here",
         )
-        self.dead_letters = sqs.Queue(
+        self.dead_letters = dead_letter_queue(
             self,
-            "DeadLetters",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
-        cdk.Validations.of(self.dead_letters).acknowledge(
-            cdk.Acknowledgment(
-                id="AwsSolutions-SQS3",
-                reason="This queue is itself the relay pipes' dead-letter queue: a record lands here only "
-                f"after {MAX_RETRY_ATTEMPTS} failed deliveries, an alarm fires on its first message, and the "
-                "operator replays it by hand; a further queue behind it would add nothing.",
-            )
+            "This queue is itself the relay pipes' dead-letter queue: a record lands here only "
+            f"after {MAX_RETRY_ATTEMPTS} failed deliveries, an alarm fires on its first message, and the "
+            "operator replays it by hand; a further queue behind it would add nothing.",
         )
         account = cdk.Stack.of(self).account
         self.role = iam.Role(

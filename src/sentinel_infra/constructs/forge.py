@@ -23,9 +23,9 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from sentinel_infra.constructs.dead_letters import dead_letter_queue
 from sentinel_infra.constructs.service_function import ServiceFunction
 from sentinel_service import names
 
@@ -93,20 +93,11 @@ class Forge(Construct):
         worker.function.add_environment(names.ENV_GITHUB_APP_KEY_SECRET_ARN, self.app_key.secret_arn)
         worker.grant(["secretsmanager:GetSecretValue"], [self.app_key.secret_arn])
 
-        self.dead_letters = sqs.Queue(
+        self.dead_letters = dead_letter_queue(
             self,
-            "DeadLetters",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
-        cdk.Validations.of(self.dead_letters).acknowledge(
-            cdk.Acknowledgment(
-                id="AwsSolutions-SQS3",
-                reason="This queue is itself the forge worker's dead-letter queue (the rule's and the "
-                "asynchronous invocation's): an alarm fires on its first message and the operator redrives "
-                "it; a further queue behind it would add nothing.",
-            )
+            "This queue is itself the forge worker's dead-letter queue (the rule's and the "
+            "asynchronous invocation's): an alarm fires on its first message and the operator redrives "
+            "it; a further queue behind it would add nothing.",
         )
         worker.alias.configure_async_invoke(
             retry_attempts=WORKER_RETRY_ATTEMPTS,

@@ -21,7 +21,6 @@ nothing else."""
 
 from collections.abc import Mapping, Sequence
 
-import aws_cdk as cdk
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
@@ -33,9 +32,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from sentinel_infra.constructs.dead_letters import dead_letter_queue
 from sentinel_infra.constructs.service_function import ServiceFunction
 from sentinel_service import names
 
@@ -101,20 +100,11 @@ class ForgeChecks(Construct):
         fn.grant(
             ["secretsmanager:GetSecretValue"], [chain_key_secret_arn, *filter(None, [app_key_secret_arn])]
         )
-        self.dead_letters = sqs.Queue(
+        self.dead_letters = dead_letter_queue(
             self,
-            "DeadLetters",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
-        cdk.Validations.of(self.dead_letters).acknowledge(
-            cdk.Acknowledgment(
-                id="AwsSolutions-SQS3",
-                reason="This queue is itself the forge check publisher's dead-letter queue: an event lands "
-                "here only after every retry, an alarm fires on its first message, and the sweep publishes "
-                "the check again regardless; a further queue behind it would add nothing.",
-            )
+            "This queue is itself the forge check publisher's dead-letter queue: an event lands "
+            "here only after every retry, an alarm fires on its first message, and the sweep publishes "
+            "the check again regardless; a further queue behind it would add nothing.",
         )
         fn.alias.configure_async_invoke(
             retry_attempts=FUNCTION_RETRIES,

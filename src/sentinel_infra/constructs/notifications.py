@@ -34,6 +34,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from sentinel_infra.config import DeploymentConfig
+from sentinel_infra.constructs.dead_letters import dead_letter_queue
 from sentinel_service import names
 
 RETRY_ATTEMPTS = 24
@@ -96,19 +97,10 @@ class Notifications(Construct):
         self.rule_arn = stack.format_arn(
             service="events", resource="rule", resource_name=f"{bus.event_bus_name}/{rule_name}"
         )
-        self.dead_letters = sqs.Queue(
+        self.dead_letters = dead_letter_queue(
             self,
-            "DeadLetters",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
-        cdk.Validations.of(self.dead_letters).acknowledge(
-            cdk.Acknowledgment(
-                id="AwsSolutions-SQS3",
-                reason="This queue is itself the notification targets' dead-letter queue: an event lands "
-                f"here after {RETRY_ATTEMPTS} retries over a day, its alarm fires on the first message.",
-            )
+            "This queue is itself the notification targets' dead-letter queue: an event lands "
+            f"here after {RETRY_ATTEMPTS} retries over a day, its alarm fires on the first message.",
         )
         self.dead_letters.add_to_resource_policy(
             iam.PolicyStatement(
