@@ -131,6 +131,7 @@ def build_world(
     from sentinel_domain.memory import MemoryWitness
     from sentinel_gateway.gateway import LocalGateway
     from sentinel_runner.seed import seed_demo
+    from sentinel_service.adapters.receipt_signer import PemReceiptSigner, new_private_key_pem
     from sentinel_service.adapters.tables import ensure_tables
     from sentinel_service.compose import compose
     from sentinel_service.http.authorizer import make_authorizer
@@ -146,8 +147,16 @@ def build_world(
     # own price per write is bench/witness_cost.py's.
     seal = ChainSeal(secrets.token_bytes(32))
     witness = MemoryWitness(seal)
+    # A recorded ready decision is signed (KMS in AWS: no DynamoDB unit; a key in memory here).
+    signer = PemReceiptSigner(new_private_key_pem())
     services = compose(
-        settings, dynamodb=client, create_token_key=True, hold_chains=True, seal=seal, witness=witness
+        settings,
+        dynamodb=client,
+        create_token_key=True,
+        hold_chains=True,
+        seal=seal,
+        witness=witness,
+        receipt_signer=signer,
     )
     # The operator provisions through its own client, so the seed's writes never reach the meter.
     seed = seed_demo(

@@ -91,6 +91,8 @@ class SentinelStack(cdk.Stack):
             names.ENV_PACKAGE_DIGEST: functions_zip.sha256,
             names.ENV_MODEL_PROVIDER: config.model_provider,
             names.ENV_MODEL_ID: config.model_id,
+            # Notification items only where something routes them (each costs a transaction item).
+            names.ENV_NOTIFICATIONS: "on" if enabled(config) else "off",
         }
         self.functions: dict[str, ServiceFunction] = {}
         for name in FUNCTIONS:

@@ -366,6 +366,7 @@ class Services:
             appends_witness=self.local_witness,
             receipt_signer=self.receipt_signer,
             receipt_max_seconds=self.settings.receipt_max_seconds,
+            notify=self.settings.notifications,
         )
 
     @cached_property

@@ -82,6 +82,7 @@ ENV_WITNESS_SIGNING_KEY_ID = "SENTINEL_WITNESS_SIGNING_KEY_ID"
 ENV_RECEIPT_KEY_ID = "SENTINEL_RECEIPT_KEY_ID"
 ENV_RECEIPT_KEY_FILE = "SENTINEL_RECEIPT_KEY_FILE"
 ENV_RECEIPT_MAX_SECONDS = "SENTINEL_RECEIPT_MAX_SECONDS"
+ENV_NOTIFICATIONS = "SENTINEL_NOTIFICATIONS"  # "on" where the stack routes notification items
 # The GitHub App's private key (a Secrets Manager secret in AWS; a 0600 PEM file locally) and the REST API's
 # base URL (GitHub Enterprise Server: https://HOST/api/v3); issue 15, docs/github.md.
 ENV_GITHUB_APP_KEY_SECRET_ARN = "SENTINEL_GITHUB_APP_KEY_SECRET_ARN"

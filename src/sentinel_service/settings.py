@@ -70,6 +70,10 @@ class Settings:
     receipt_key_id: str | None = None
     receipt_key_file: str | None = None
     receipt_max_seconds: int = 86400
+    # Notification items in the outbox (docs/notifications.md): on locally (the event log shows them); in
+    # AWS only where the stack routes them (it sets SENTINEL_NOTIFICATIONS=on with notifySns or
+    # notifyWebhookUrl), since each is one more item in the decision's or plan's transaction.
+    notifications: bool = True
     # The GitHub App (docs/github.md): its private key (a 0600 PEM file locally, a Secrets Manager secret in
     # AWS) and the REST API's base URL (GitHub Enterprise Server: https://HOST/api/v3). The app and
     # installation ids are the project's configuration, not the deployment's.
@@ -115,6 +119,12 @@ class Settings:
             receipt_key_id=e.get("SENTINEL_RECEIPT_KEY_ID") or None,
             receipt_key_file=e.get("SENTINEL_RECEIPT_KEY_FILE") or None,
             receipt_max_seconds=int(_number(e, "SENTINEL_RECEIPT_MAX_SECONDS", 86400, 60, 30 * 86400)),
+            notifications=e.get(
+                "SENTINEL_NOTIFICATIONS", "off" if e.get("AWS_LAMBDA_FUNCTION_NAME") else "on"
+            )
+            .strip()
+            .lower()
+            == "on",
             github_app_key_file=e.get("SENTINEL_GITHUB_APP_KEY_FILE") or None,
             github_app_key_secret_arn=e.get("SENTINEL_GITHUB_APP_KEY_SECRET_ARN") or None,
             github_api_url=e.get("SENTINEL_GITHUB_API_URL") or "https://api.github.com",

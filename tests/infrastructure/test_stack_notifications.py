@@ -22,7 +22,15 @@ from sentinel_infra.config import ConfigError, DeploymentConfig
 from sentinel_infra.packaging import exclusive
 from sentinel_service import names
 from sentinel_service.adapters.dynamodb_items import outbox_item
-from support.infra import CONTEXT, STACK, Synthesized, WithheldAcknowledgements, nag_findings, ref_name
+from support.infra import (
+    CONTEXT,
+    STACK,
+    Synthesized,
+    WithheldAcknowledgements,
+    functions_by_name,
+    nag_findings,
+    ref_name,
+)
 
 CFN_LINT = Path(sys.executable).with_name("cfn-lint")
 
@@ -135,6 +143,16 @@ def test_notifications_are_off_by_default(synthesized_defaults: Synthesized) -> 
         "Sentinel dev alarms"
     ]
     assert not any("Notifications" in key for key in synthesized_defaults.resources)
+
+
+def test_the_functions_write_notification_items_only_where_the_stack_routes_them(
+    synthesized_defaults: Synthesized, notifying: Synthesized
+) -> None:
+    # Given the defaults (nothing routes them) and a stack with both targets
+    # Then every function is told: off by default (no transaction pays for an item nobody delivers), on there
+    for synth, wanted in ((synthesized_defaults, "off"), (notifying, "on")):
+        for name, (_id, props) in functions_by_name(synth).items():
+            assert props["Environment"]["Variables"][names.ENV_NOTIFICATIONS] == wanted, name
 
 
 def test_with_both_targets_cdk_nag_finds_only_what_is_acknowledged_and_cfn_lint_passes(

@@ -319,3 +319,22 @@ def test_nothing_secret_leaves_in_a_notification(world: World) -> None:
     # Then none names a principal, the chain key or a token
     for secret in ("ci-bot", "rita-reviewer", "agent-1", "sentinel-tests-chain-key", "snt_"):
         assert secret not in text
+
+
+def test_a_deployment_that_routes_no_notifications_writes_none(world: World) -> None:
+    # Given a gate whose deployment routes no notifications (AWS without notifySns or notifyWebhookUrl)
+    world.gate.chain.notify = False
+    # When a plan is stored and its decision recorded
+    cid = ready_candidate(world)
+    world.gate.record_decision(PROJECT, cid, REQUESTER, None)
+    # Then no notification item rode in either write (each would cost the transaction one more item)
+    assert world.store.notifications == []
+
+
+def test_notifications_are_on_locally_and_in_aws_only_where_the_stack_routes_them() -> None:
+    from sentinel_service.settings import Settings
+
+    assert Settings.from_env({}).notifications is True
+    assert Settings.from_env({"AWS_LAMBDA_FUNCTION_NAME": "gating"}).notifications is False
+    routed = {"AWS_LAMBDA_FUNCTION_NAME": "gating", "SENTINEL_NOTIFICATIONS": "on"}
+    assert Settings.from_env(routed).notifications is True

@@ -188,8 +188,12 @@ class Chain:
         *,
         reads_witness: bool = True,
         appends_witness: bool = False,
+        notify: bool = True,
     ) -> None:
         self.store = store
+        # Whether writes carry notification items (sentinel_domain.notifications): each is one more item in
+        # the transaction, so a deployment that routes none of them does not pay for them.
+        self.notify = notify
         self.clock = clock
         self.ids = ids
         self.witness = witness

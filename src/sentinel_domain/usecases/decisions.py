@@ -229,7 +229,8 @@ def record_decision(
             else []
         )
         # Announced in the same write as the fact: a replay, which writes nothing, announces nothing.
-        outbox += notifications.for_recorded_decision(project, basis.state, verdict, stream.seq + 1)
+        if chain.notify:
+            outbox += notifications.for_recorded_decision(project, basis.state, verdict, stream.seq + 1)
         return chain.commit(
             CommitRequest(stream, actor.id, fact, idempotency=idem, head=head, outbox=outbox),
             lambda seq: DecisionRecorded(**dict(verdict), as_of_source="service", seq=seq, receipt=receipt),

@@ -65,6 +65,7 @@ class Gate:
         appends_witness: bool = False,
         receipt_signer: ReceiptSigner | None = None,
         receipt_max_seconds: int = DEFAULT_MAX_SECONDS,
+        notify: bool = True,
     ) -> None:
         """`seal`, `witness`, `reads_witness` and `appends_witness`: see `Chain` (the composition root sets
         them for the local runner and for AWS). `receipt_signer` signs the receipt of every recorded `ready`
@@ -77,6 +78,7 @@ class Gate:
             seal,
             reads_witness=reads_witness,
             appends_witness=appends_witness,
+            notify=notify,
         )
         self.proposer = proposer
         self.receipt_signer = receipt_signer

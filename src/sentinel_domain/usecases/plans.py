@@ -93,8 +93,12 @@ def _store_plan(
         return answers.model_validate(shown)
 
     # Every stored version needs approvals of its own digest: ask for them in the same write.
-    outbox = notifications.review_requested(
-        project, state.candidate, fact, config.approvals_required, stream.seq + 1
+    outbox = (
+        notifications.review_requested(
+            project, state.candidate, fact, config.approvals_required, stream.seq + 1
+        )
+        if chain.notify
+        else []
     )
     return chain.commit(
         CommitRequest(
