@@ -139,6 +139,8 @@ def build_world(
 
     os.environ["SENTINEL_TOKEN_KEY_FILE"] = str(key_dir / "token.key")
     os.environ.pop("AWS_LAMBDA_FUNCTION_NAME", None)  # the local runtime: no EMF lines on stdout
+    # As the stack deploys by default: no notification target, so no notification items
+    os.environ["SENTINEL_NOTIFICATIONS"] = "off"
     settings = Settings.from_env()
     admin_client = admin_client or client
     ensure_tables(admin_client, settings.state_table, settings.principals_table)
