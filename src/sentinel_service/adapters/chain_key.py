@@ -157,18 +157,24 @@ def _fsync_directory(path: str) -> None:
 
 
 def _read_secret(arn: str, region: str, client: Any) -> bytes:
+    material = read_secret_bytes(arn, region, client, "the chain key secret", ChainKeyUnavailable)
+    return _decode(material, "the chain key secret")
+
+
+def read_secret_bytes(arn: str, region: str, client: Any, what: str, refusal: type[Exception]) -> bytes:
+    """A Secrets Manager secret's bytes (its string as UTF-8, or its binary). Any failure to fetch it, or an
+    empty secret, raises `refusal` naming `what` and the error's type only: a secret's value never reaches an
+    exception or a log line. The client is built here on first need, never at import."""
     try:
         if client is None:
-            import boto3  # built here, never at import time
+            import boto3
 
             client = boto3.client("secretsmanager", region_name=region)
         answer = client.get_secret_value(SecretId=arn)
-    except Exception as error:  # any failure to fetch the key refuses every write
-        raise ChainKeyUnavailable(f"cannot read the chain key secret: {type(error).__name__}") from None
+    except Exception as error:  # any failure to fetch it: whatever needs it refuses (fail closed)
+        raise refusal(f"cannot read {what}: {type(error).__name__}") from None
     if answer.get("SecretString") is not None:
-        material = answer["SecretString"].encode("utf-8")
-    elif answer.get("SecretBinary") is not None:
-        material = answer["SecretBinary"]
-    else:
-        raise ChainKeyUnavailable("the chain key secret is empty")
-    return _decode(material, "the chain key secret")
+        return str(answer["SecretString"]).encode("utf-8")
+    if answer.get("SecretBinary") is not None:
+        return bytes(answer["SecretBinary"])
+    raise refusal(f"{what} is empty")

@@ -76,21 +76,9 @@ def key_from_file(path: str) -> bytes:
 
 
 def key_from_secret(arn: str, region: str, client: Any = None) -> bytes:
-    try:
-        if client is None:
-            import boto3  # built here, never at import time
+    from sentinel_service.adapters.chain_key import read_secret_bytes
 
-            client = boto3.client("secretsmanager", region_name=region)
-        answer = client.get_secret_value(SecretId=arn)
-    except Exception as error:  # any failure to fetch the key: nothing is asked of GitHub
-        raise AppKeyUnavailable(f"cannot read the GitHub App key secret: {type(error).__name__}") from None
-    text = answer.get("SecretString")
-    if text is not None:
-        return str(text).encode("utf-8")
-    binary = answer.get("SecretBinary")
-    if binary is not None:
-        return bytes(binary)
-    raise AppKeyUnavailable("the GitHub App key secret is empty")
+    return read_secret_bytes(arn, region, client, "the GitHub App key secret", AppKeyUnavailable)
 
 
 def key_source(settings: Any, secrets_client: Any = None) -> Callable[[], bytes]:

@@ -98,18 +98,8 @@ def _create_file(path: str) -> None:
 
 
 def _read_secret(arn: str, region: str, client: Any) -> bytes:
-    try:
-        if client is None:
-            import boto3  # built here, never at import time
+    # Imported here: the authorizer loads this module, and its cold start stays clear of the chain key's.
+    from sentinel_service.adapters.chain_key import read_secret_bytes
 
-            client = boto3.client("secretsmanager", region_name=region)
-        answer = client.get_secret_value(SecretId=arn)
-    except Exception as error:  # any failure to fetch the key refuses everything
-        raise TokenKeyUnavailable(f"cannot read the token key secret: {type(error).__name__}") from None
-    if answer.get("SecretString") is not None:
-        material = answer["SecretString"].encode("utf-8")
-    elif answer.get("SecretBinary") is not None:
-        material = answer["SecretBinary"]
-    else:
-        raise TokenKeyUnavailable("the token key secret is empty")
+    material = read_secret_bytes(arn, region, client, "the token key secret", TokenKeyUnavailable)
     return _decode(material, "the token key secret")

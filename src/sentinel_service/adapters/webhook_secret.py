@@ -11,7 +11,7 @@ import os
 import threading
 from typing import Any
 
-from sentinel_service.adapters.chain_key import read_owner_only_file
+from sentinel_service.adapters.chain_key import read_owner_only_file, read_secret_bytes
 
 MIN_SECRET_BYTES = 32  # docs/github.md asks the app for at least 32 bytes
 
@@ -56,16 +56,4 @@ def clear_webhook_secret_cache() -> None:
 
 
 def _read_secret(arn: str, region: str, client: Any) -> bytes:
-    try:
-        if client is None:
-            import boto3  # built here, never at import time
-
-            client = boto3.client("secretsmanager", region_name=region)
-        answer = client.get_secret_value(SecretId=arn)
-    except Exception as error:  # any failure to fetch the secret refuses every delivery
-        raise WebhookSecretUnavailable(f"cannot read the webhook secret: {type(error).__name__}") from None
-    if answer.get("SecretString") is not None:
-        return str(answer["SecretString"]).encode("utf-8")
-    if answer.get("SecretBinary") is not None:
-        return bytes(answer["SecretBinary"])
-    raise WebhookSecretUnavailable("the webhook secret is empty")
+    return read_secret_bytes(arn, region, client, "the webhook secret", WebhookSecretUnavailable)
