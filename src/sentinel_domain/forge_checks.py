@@ -82,6 +82,13 @@ class CheckRecord:
     due_at: str = ""  # "" when nothing expires: not open for the sweep
     published_at: str = ""
     claimed_at: str = ""
+    # The chain key's tag over every other field: the record lives in the table outside every chain, so
+    # whoever can write the table could otherwise make a new conclusion look published already.
+    tag: str = ""
+
+    def fields(self) -> dict[str, Any]:
+        """What the tag covers: everything but the tag."""
+        return {k: v for k, v in self.as_item().items() if k != "tag"}
 
     def as_item(self) -> dict[str, Any]:
         return {
@@ -97,6 +104,7 @@ class CheckRecord:
             "due_at": self.due_at,
             "published_at": self.published_at,
             "claimed_at": self.claimed_at,
+            "tag": self.tag,
         }
 
     @classmethod
@@ -114,6 +122,7 @@ class CheckRecord:
             due_at=str(item.get("due_at", "")),
             published_at=str(item.get("published_at", "")),
             claimed_at=str(item.get("claimed_at", "")),
+            tag=str(item.get("tag", "")),
         )
 
     def next(self, **changes: Any) -> "CheckRecord":

@@ -4,6 +4,7 @@ decision at the service clock into the check run `sentinel/<environment>`, succe
 what did not change, updates the run it created, survives a forge outage without ever turning success, and
 the sweep and revocations re-publish what time and revocation change with nothing written."""
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from sentinel_domain.usecases.chain import ANSWER_TAG
 from sentinel_domain.usecases.forge_checks import ForgeChecks, PublishLater
 from support.paths import REPO
 from support.recording_forge import RecordingForge
-from support.world import ADMIN, CI, CONFIG, PROJECT, REQUESTER, REV, REVIEWER, UNIT_POLICY, World
+from support.world import ADMIN, CI, CONFIG, PROJECT, REQUESTER, REV, REVIEWER, SEAL, UNIT_POLICY, World
 
 REPOSITORY = "acme/payments"
 GITHUB = {
@@ -238,6 +239,7 @@ def test_another_publisher_creating_the_run_makes_this_one_wait(world: World, fo
     claim = CheckRecord(
         PROJECT, cid, REPOSITORY, REV, "sentinel/staging", 1, claimed_at=world.gate.chain.now()
     )
+    claim = replace(claim, tag=SEAL.tag("check_record", claim.fields()))  # as a publisher writes it
     assert world.store.put_check_record(claim)
     # Then this one creates no second run: it is retried later
     with pytest.raises(PublishLater):

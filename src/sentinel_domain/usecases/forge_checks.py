@@ -119,7 +119,7 @@ class ForgeChecks:
         while True:
             claims, cursor = self.chain.store.list_claims(project, 500, cursor)
             for claim in claims:
-                if self.records.check_record(project, claim["candidate_id"]) is None:
+                if self._record(project, claim["candidate_id"]) is None:
                     continue
                 try:
                     done.append(self.publish(project, claim["candidate_id"]))
@@ -160,7 +160,7 @@ class ForgeChecks:
         raise PublishLater(f"the check record of {candidate_id} kept changing under this publisher")
 
     def _attempt(self, project: str, candidate_id: str, force: bool) -> Publication | None:
-        record = self.records.check_record(project, candidate_id)
+        record = self._record(project, candidate_id)
         try:
             # A required check lets a change merge: it reads as a release path, against the witness, so a
             # chain put back to an earlier genuine head is seen here too (never an advisory read).
@@ -206,7 +206,7 @@ class ForgeChecks:
             # Written even when nothing changed: a publisher that read this record before a newer write and
             # is still publishing the older decision (a ready overtaken by a write back to this very hold)
             # then loses its conditional write and judges again, so the forge ends on the fresher decision.
-            if not self.records.put_check_record(base.next(due_at=due)):
+            if not self._put(base.next(due_at=due)):
                 return None
             return Publication(project, candidate_id, "unchanged", conclusion, base.check_run_id)
         forge = self._forge_of(config.github if config is not None else None)
@@ -242,7 +242,7 @@ class ForgeChecks:
             published_at=self.chain.now(),
             claimed_at="",
         )
-        if not self.records.put_check_record(kept):
+        if not self._put(kept):
             return None
         return Publication(project, candidate_id, "published", conclusion, published)
 
@@ -267,6 +267,25 @@ class ForgeChecks:
                 raise
         return forge.publish_check(repository, replace(check, check_run_id=None)).check_run_id
 
+    def _record(self, project: str, candidate_id: str) -> CheckRecord | None:
+        """The candidate's check record, believed only when its tag verifies under the chain key. One that
+        does not (written by someone who can write the table, not by a publisher) keeps only its version, for
+        the conditional write over it: its run id, conclusion and digest are forgotten, so the check is
+        published again, on a new run, from the decision."""
+        record = self.records.check_record(project, candidate_id)
+        seal = self.chain.sealer()
+        if record is None or seal is None or seal.verify("check_record", record.fields(), record.tag):
+            return record
+        return replace(record, check_run_id=None, conclusion="", digest="", claimed_at="", tag="")
+
+    def _put(self, record: CheckRecord) -> bool:
+        """Write the record over its previous version, tagged under the chain key."""
+        seal = self.chain.sealer()
+        if seal is not None:
+            record = replace(record, tag="")
+            record = replace(record, tag=seal.tag("check_record", record.fields()))
+        return self.records.put_check_record(record)
+
     def _claim(self, record: CheckRecord) -> CheckRecord | None:
         """Hold the record while the run is created, so two publishers never create two runs of one name
         (GitHub would show the newer, whichever decision it carried)."""
@@ -275,7 +294,7 @@ class ForgeChecks:
             raise PublishLater(f"another publisher is creating the check run of {record.candidate_id}")
         # Due once the claim lapses: a publisher that dies while creating the run leaves it to the sweep.
         claimed = record.next(check_run_id=None, claimed_at=now, due_at=plus_seconds(now, CLAIM_SECONDS))
-        return claimed if self.records.put_check_record(claimed) else None
+        return claimed if self._put(claimed) else None
 
     def _defer(self, stored: CheckRecord, error: ForgeUnavailable | None) -> None:
         """The forge did not take the publication: the record keeps what the forge still shows (its old
@@ -284,9 +303,7 @@ class ForgeChecks:
         delay = max(RETRY_SECONDS, (error.retry_after_seconds or 0) if error is not None else 0)
         due = plus_seconds(self.chain.now(), delay)
         try:
-            self.records.put_check_record(
-                stored.next(claimed_at="", due_at=min(due, stored.due_at) if stored.due_at else due)
-            )
+            self._put(stored.next(claimed_at="", due_at=min(due, stored.due_at) if stored.due_at else due))
         except StoreUnavailable:
             pass  # a claim lapses by itself after CLAIM_SECONDS
 
