@@ -12,10 +12,10 @@ export CDK_DISABLE_VERSION_CHECK := 1
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip==26.3"
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ./client -e ".[dev]"
 	touch $(STAMP)
 
 dev: setup

@@ -18,6 +18,7 @@ changes the template only as far as moto needs, and every change is listed in th
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import logging
@@ -53,7 +54,7 @@ PLACEHOLDER = "arn:aws:not-emulated:{region}:000000000000:{what}"
 # The runner's own code, which is not part of the deployment: `sentinel serve` (sentinel_runner) and the CLI
 # verbs its parser registers (sentinel_runner.cli imports sentinel_evaluation.cli for `sentinel eval`). Copied
 # from the repository.
-RUNNER_PACKAGES = ("sentinel_runner", "sentinel_gateway", "sentinel_evaluation")
+RUNNER_PACKAGES = ("sentinel_runner", "sentinel_gateway", "sentinel_evaluation", "sentinel_client")
 
 
 @dataclass
@@ -347,9 +348,9 @@ def unpack(built: Mapping[str, BuiltPackage], into: Path) -> dict[str, Path]:
             archive.extractall(where)
     runner = into / "runner"
     for package in RUNNER_PACKAGES:
-        shutil.copytree(
-            REPO / "src" / package, runner / package, ignore=shutil.ignore_patterns("__pycache__")
-        )
+        # Where the package's source is (the client distribution lives in client/src).
+        source = Path(importlib.util.find_spec(package).origin or "").parent  # type: ignore[union-attr]
+        shutil.copytree(source, runner / package, ignore=shutil.ignore_patterns("__pycache__"))
     return {"task": places["functions"], "layer": places["core_layer"] / "python", "runner": runner}
 
 

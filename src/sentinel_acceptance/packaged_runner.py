@@ -7,7 +7,8 @@ Run as a script under `python -I` (no PYTHONPATH, no current directory, no scrip
 
 `--task` holds the unzipped functions.zip (as Lambda's /var/task), `--layer` the unzipped core layer's
 `python/` folder (as Lambda's /opt/python), `--runner` a copy of the runner's own packages (`sentinel_runner`,
-`sentinel_gateway`, and `sentinel_evaluation` whose CLI verb sentinel_runner.cli registers), which are not
+`sentinel_gateway`, `sentinel_evaluation` whose CLI verb sentinel_runner.cli registers, and
+`sentinel_client`, whose `sentinel` the runner's commands register into), which are not
 part of the deployment. The repository's editable install would otherwise serve `sentinel_service` and
 `sentinel_domain` from the source tree, so its import hooks are removed first. Before serving, every handler
 is imported and the origin of every loaded `sentinel_service`, `sentinel_domain` and `sentinel_runner` module
@@ -20,7 +21,14 @@ import json
 import os
 import sys
 
-ROOTS = ("sentinel_service", "sentinel_domain", "sentinel_runner", "sentinel_gateway", "sentinel_evaluation")
+ROOTS = (
+    "sentinel_service",
+    "sentinel_domain",
+    "sentinel_runner",
+    "sentinel_gateway",
+    "sentinel_evaluation",
+    "sentinel_client",
+)
 
 
 def _drop_editable_hooks() -> None:

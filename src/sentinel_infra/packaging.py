@@ -383,14 +383,17 @@ def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+# This repository's own client distribution (client/): the server's `sentinel` command needs it, the functions
+# never import it (tests/infrastructure/test_handler_imports.py), so the layer does not carry it.
+OWN_CLIENT = "sentinel-readiness-client"
+
+
 def runtime_requirements(pyproject: Path = REPO / "pyproject.toml") -> list[str]:
-    """[project].dependencies minus what the runtime provides, as written in pyproject.toml."""
+    """[project].dependencies minus what the runtime provides and minus the client, as written in
+    pyproject.toml."""
     dependencies = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
-    return [
-        d
-        for d in dependencies
-        if _normal(re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0]) not in PROVIDED_BY_RUNTIME
-    ]
+    left_out = {*PROVIDED_BY_RUNTIME, OWN_CLIENT}
+    return [d for d in dependencies if _normal(re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0]) not in left_out]
 
 
 def parse_lock(lock: Path = DEPS_LOCK) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""`sentinel`: the local runner and the operator's commands for projects and principals.
+"""The server side of `sentinel`: the local runner and the operator's commands for projects and principals,
+registered into the client's `sentinel` (sentinel_client.cli) through the `sentinel.commands` entry point.
 
 Projects and principals are never managed through the API: these commands write the tables directly, with
 the operator's own credentials (or the embedded store's), and record each change on the project chain."""
@@ -7,6 +8,8 @@ import argparse
 import json
 import sys
 
+from sentinel_client.cli import Commands
+from sentinel_client.cli import main as client_main
 from sentinel_domain.errors import Refusal, StoreUnavailable
 from sentinel_domain.integrity import ChainKeyUnavailable
 from sentinel_domain.models import PROJECT_ID
@@ -102,10 +105,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return run(args)
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sentinel", description="Sentinel: the local gate and operator commands")
-    sub = p.add_subparsers(dest="command", required=True)
+class _TopLevel:
+    """`sub.add_parser` for helpers written against argparse's subparsers: adds a top-level command."""
 
+    def __init__(self, commands: Commands) -> None:
+        self.add_parser = commands.command
+
+
+def register(commands: Commands) -> None:
+    """The server's subcommands, into the client's `sentinel` (the `sentinel.commands` entry point)."""
+    commands.translators.append(_translate)
+    sub = _TopLevel(commands)
     serve = sub.add_parser("serve", help="run the local gate on 127.0.0.1")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="0 picks a free port (the first line says which)")
@@ -127,15 +137,13 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--burst", type=int, default=200, help="stage throttle burst per caller")
     serve.set_defaults(run=cmd_serve)
 
-    projects = sub.add_parser("projects", help="manage projects").add_subparsers(dest="action", required=True)
+    projects = commands.group("projects", help="manage projects")
     create = projects.add_parser("create", help="create a project and its chain")
     create.add_argument("--id", required=True)
     add_store_options(create)
     create.set_defaults(run=cmd_projects_create)
 
-    principals = sub.add_parser("principals", help="manage principals").add_subparsers(
-        dest="action", required=True
-    )
+    principals = commands.group("principals", help="manage principals")
     add = principals.add_parser("add", help="create a principal; prints its token alone")
     add.add_argument("--id", required=True)
     add.add_argument("--kind", required=True, choices=["human", "agent", "ci"])
@@ -159,9 +167,7 @@ def parser() -> argparse.ArgumentParser:
         add_store_options(sp)
         sp.set_defaults(run=cmd_principals)
 
-    audit = sub.add_parser("audit", help="audit what the gate recorded").add_subparsers(
-        dest="action", required=True
-    )
+    audit = commands.group("audit", help="audit what the gate recorded")
     exposure = audit.add_parser(
         "exposure",
         help="list the recorded ready decisions that relied on a principal (one JSON object a line)",
@@ -191,23 +197,31 @@ def parser() -> argparse.ArgumentParser:
     )
     evaluate.set_defaults(run=cmd_eval)
 
-    return p
+
+_UNAVAILABLE = (
+    DataDirUnavailable,
+    StoreUnavailable,
+    TokenKeyUnavailable,
+    ChainKeyUnavailable,
+    DirectoryUnavailable,
+)
+
+
+def _translate(error: BaseException) -> tuple[str, str, str] | None:
+    """What the server's exceptions mean, for the client's `sentinel` to say in one line."""
+    if isinstance(error, Refusal):
+        return error.code, error.detail, ""
+    if isinstance(error, _UNAVAILABLE):
+        return "STATE_UNAVAILABLE", str(error) or type(error).__name__, "fix the store, then run again"
+    if isinstance(error, argparse.ArgumentTypeError):
+        return "VALIDATION_FAILED", str(error), ""
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        return int(args.run(args))
-    except Refusal as refusal:
-        return fail(refusal.code, refusal.detail)
-    except (
-        DataDirUnavailable,
-        StoreUnavailable,
-        TokenKeyUnavailable,
-        ChainKeyUnavailable,
-        DirectoryUnavailable,
-    ) as error:
-        return fail("STATE_UNAVAILABLE", str(error) or type(error).__name__, "fix the store, then run again")
+    """`sentinel` with the client's commands and these (what the installed script runs, minus other
+    registrations)."""
+    return client_main(argv, registrations=[register])
 
 
 if __name__ == "__main__":

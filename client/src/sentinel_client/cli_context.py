@@ -1,0 +1,307 @@
+"""Where a person's commands go and as whom: named contexts in the user's config, a token from a file or the
+environment, and `sentinel login`, `sentinel context`, `sentinel whoami`.
+
+One settings loader, two trust levels. The persona commands honour the user's config (this module: flags,
+then `SENTINEL_*` variables, then the context, then `~/.config/sentinel/client.json`); the hook never does
+(it reads only the root-owned managed file, sentinel_client.managed_settings), because an agent can write
+the user's config but not the managed file.
+
+The contexts file is `~/.config/sentinel/contexts.json` (`$XDG_CONFIG_HOME` when set):
+
+    {"current": "staging", "contexts": {"staging": {"url": "...", "project": "...", "subject": "...",
+     "environment": "...", "token_file": "/abs/path"}}}
+
+A token given on standard input to `sentinel login` is kept in `tokens/<context>` beside it, mode 0600; the
+contexts file never holds a token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .api import Response, SentinelClient
+from .cli_output import CommandRefused, emit, table
+from .settings import (
+    ENV_PREFIX,
+    MAX_CONFIG_FILE_BYTES,
+    ClientConfigError,
+    ClientSettings,
+    check_url,
+    load_settings,
+    parse_timeout,
+    read_token,
+)
+
+CONTEXT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+CONTEXT_KEYS = ("url", "project", "subject", "environment", "token_file")
+
+
+def config_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_CONFIG_HOME", "").strip()
+    if base and Path(base).is_absolute():
+        return Path(base) / "sentinel"
+    return Path.home() / ".config" / "sentinel"
+
+
+def contexts_path() -> Path:
+    return config_dir() / "contexts.json"
+
+
+def read_contexts() -> dict[str, Any]:
+    path = contexts_path()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {"current": None, "contexts": {}}
+    except OSError as error:
+        raise ClientConfigError("CONFIG_UNREADABLE", f"cannot read {path}: {error.strerror}") from None
+    if len(raw) > MAX_CONFIG_FILE_BYTES:
+        raise ClientConfigError("CONFIG_INVALID", f"{path} is larger than {MAX_CONFIG_FILE_BYTES} bytes")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ClientConfigError("CONFIG_INVALID", f"{path} is not valid JSON: {error}") from None
+    contexts = data.get("contexts") if isinstance(data, dict) else None
+    if not isinstance(contexts, dict) or not all(
+        isinstance(body, dict) and set(body) <= set(CONTEXT_KEYS) for body in contexts.values()
+    ):
+        raise ClientConfigError(
+            "CONFIG_INVALID", f"{path} must hold {{current, contexts: {{name: {{...}}}}}}"
+        )
+    current = data.get("current")
+    return {"current": current if isinstance(current, str) else None, "contexts": contexts}
+
+
+def write_contexts(data: dict[str, Any]) -> Path:
+    path = contexts_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    scratch = path.with_suffix(".json.tmp")
+    scratch.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(scratch, path)
+    return path
+
+
+@dataclass
+class Persona:
+    """The settings one command runs with, and the client built from them."""
+
+    settings: ClientSettings
+    context: str | None
+    token: str | None
+
+    def client(self) -> SentinelClient:
+        self.settings.require("url")
+        if self.token is None:
+            raise ClientConfigError(
+                "TOKEN_UNAVAILABLE",
+                "no token: run `sentinel login`, or set SENTINEL_TOKEN_FILE or SENTINEL_TOKEN",
+            )
+        return SentinelClient(
+            self.settings.url or "", token=self.token, timeout=self.settings.timeout_seconds
+        )
+
+    def project(self) -> str:
+        self.settings.require("project")
+        return self.settings.project or ""
+
+
+def add_persona_options(parser: argparse.ArgumentParser) -> None:
+    """The options every persona command shares (flags win over the environment, the context and the file)."""
+    group = parser.add_argument_group("where and as whom")
+    group.add_argument("--context", metavar="NAME", help="use this saved context (default: the current one)")
+    group.add_argument("--url", help="the gate's base URL (…/v1)")
+    group.add_argument("--project", help="the project")
+    group.add_argument("--token-file", metavar="FILE", help="read the bearer token from FILE")
+    group.add_argument("--timeout", type=float, metavar="SECONDS", help="per request (default 10)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document for machines")
+
+
+def load_persona(args: argparse.Namespace) -> Persona:
+    """Flags, then SENTINEL_* variables, then the named (or current) context, then client.json."""
+    settings = load_settings()
+    environ = os.environ
+    store = read_contexts()
+    name = getattr(args, "context", None) or environ.get(ENV_PREFIX + "CONTEXT") or store["current"]
+    if name is not None and name not in store["contexts"]:
+        raise ClientConfigError("CONTEXT_UNKNOWN", f"there is no context named {name!r}")
+    context = store["contexts"].get(name, {}) if name else {}
+    for key in CONTEXT_KEYS:
+        from_env = environ.get(ENV_PREFIX + key.upper(), "").strip()
+        if not from_env and context.get(key):
+            value = context[key]
+            setattr(settings, key, check_url(value) if key == "url" else value)
+    flags = {"url": "url", "project": "project", "token_file": "token_file"}
+    for attribute, key in flags.items():
+        value = getattr(args, attribute, None)
+        if value:
+            setattr(settings, key, check_url(value) if key == "url" else value)
+    for key in ("subject", "environment"):
+        value = getattr(args, key, None)
+        if isinstance(value, str) and value:
+            setattr(settings, key, value)
+    if getattr(args, "timeout", None) is not None:
+        settings.timeout_seconds = parse_timeout(args.timeout)
+    token = _token(settings, environ)
+    return Persona(settings=settings, context=name, token=token)
+
+
+def _token(settings: ClientSettings, environ: Any) -> str | None:
+    if settings.token_file:
+        return read_token(settings)
+    from_env = environ.get(ENV_PREFIX + "TOKEN", "").strip()
+    if from_env:
+        if any(ord(character) < 0x21 or ord(character) == 0x7F for character in from_env):
+            raise ClientConfigError("TOKEN_UNAVAILABLE", "SENTINEL_TOKEN does not hold a single token")
+        return from_env
+    return None
+
+
+def body_of(response: Response, *ok: int) -> Any:
+    """The body of an answer with one of the `ok` statuses (any 2xx when none is named); a refusal raises
+    CommandRefused with the service's code and detail, and its remediation as the next step."""
+    if (response.status in ok) if ok else response.ok:
+        return response.body
+    body = response.body if isinstance(response.body, dict) else {}
+    code = response.code or {401: "UNAUTHORIZED", 403: "FORBIDDEN"}.get(
+        response.status, f"HTTP_{response.status}"
+    )
+    detail = body.get("detail") or body.get("message") or body.get("title") or f"HTTP {response.status}"
+    hint = body.get("remediation") or body.get("remediation_hint")
+    if not hint:
+        hints = [f.get("remediation_hint") for f in body.get("findings") or [] if isinstance(f, dict)]
+        hint = next((h for h in hints if h), None)
+    exit_code = 3 if response.status in (502, 503, 504) else None
+    raise CommandRefused(code, str(detail), next_step=hint, exit_code=exit_code)
+
+
+# ---- commands -------------------------------------------------------------------------------------------
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    name = args.name
+    if not CONTEXT_NAME.match(name):
+        raise CommandRefused(
+            "VALIDATION_FAILED", "a context name is letters, digits, '.', '_' or '-' (at most 64)"
+        )
+    store = read_contexts()
+    body: dict[str, Any] = dict(store["contexts"].get(name, {}))
+    body["url"] = check_url(args.url) if args.url else body.get("url")
+    if not body.get("url"):
+        raise CommandRefused("SETTING_MISSING", "a new context needs --url")
+    for key in ("project", "subject", "environment"):
+        if getattr(args, key, None):
+            body[key] = getattr(args, key)
+    if args.token_stdin:
+        token = sys.stdin.readline().strip()
+        if not token or any(ord(c) < 0x21 or ord(c) == 0x7F for c in token):
+            raise CommandRefused("TOKEN_UNAVAILABLE", "standard input did not hold a single token")
+        tokens = config_dir() / "tokens"
+        tokens.mkdir(parents=True, exist_ok=True, mode=0o700)
+        target = tokens / name
+        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(token + "\n")
+        body["token_file"] = str(target)
+    elif args.token_file:
+        path = Path(args.token_file).expanduser()
+        if not path.is_absolute():
+            path = path.resolve()
+        body["token_file"] = str(path)
+    body = {key: value for key, value in body.items() if value}
+    persona = Persona(
+        settings=ClientSettings(**{k: body.get(k) for k in CONTEXT_KEYS}),
+        context=name,
+        token=read_token(ClientSettings(token_file=body["token_file"])) if body.get("token_file") else None,
+    )
+    who = body_of(persona.client().whoami(), 200)
+    store["contexts"][name] = body
+    store["current"] = name
+    where = write_contexts(store)
+    emit(args.json, {"context": name, "saved_to": str(where), "whoami": who}, lambda d: _login_words(d))
+    return 0
+
+
+def _login_words(data: dict[str, Any]) -> str:
+    who = data["whoami"]
+    return f"logged in as {who.get('principal_id')} ({who.get('kind')}); context {data['context']} is current"
+
+
+def cmd_whoami(args: argparse.Namespace) -> int:
+    persona = load_persona(args)
+    who = body_of(persona.client().whoami(), 200)
+
+    def words(body: dict[str, Any]) -> str:
+        roles = body.get("roles") or {}
+        lines = [f"{body.get('principal_id')} ({body.get('kind')})"]
+        if body.get("sponsor"):
+            lines[0] += f", sponsored by {body['sponsor']}"
+        lines += [f"  {project}: {', '.join(r)}" for project, r in sorted(roles.items())]
+        return "\n".join(lines)
+
+    emit(args.json, who, words)
+    return 0
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    store = read_contexts()
+    if args.action == "use":
+        if args.name not in store["contexts"]:
+            raise CommandRefused("CONTEXT_UNKNOWN", f"there is no context named {args.name!r}")
+        store["current"] = args.name
+        write_contexts(store)
+        emit(args.json, {"current": args.name}, f"context {args.name} is current")
+    elif args.action == "list":
+        rows = [
+            ["*" if name == store["current"] else "", name, body.get("url", ""), body.get("project", "")]
+            for name, body in sorted(store["contexts"].items())
+        ]
+        emit(
+            args.json,
+            store,
+            table(rows, ["", "NAME", "URL", "PROJECT"]) or "no contexts: run `sentinel login`",
+        )
+    else:
+        persona = load_persona(args)
+        shown = {key: getattr(persona.settings, key) for key in CONTEXT_KEYS}
+        shown["context"] = persona.context
+        shown["token"] = "set" if persona.token else None
+        emit(args.json, shown, lambda d: "\n".join(f"{k}: {v}" for k, v in sorted(d.items())))
+    return 0
+
+
+def register(commands: Any) -> None:
+    login = commands.command("login", help="save a context (URL, project, token) and check it with whoami")
+    login.add_argument("--name", default="default", help="the context's name (default: default)")
+    login.add_argument("--url", help="the gate's base URL, e.g. https://gate.example.com/v1")
+    login.add_argument("--project")
+    login.add_argument("--subject", help="the subject your candidates are about (e.g. payments-api)")
+    login.add_argument("--environment", help="the environment your candidates target")
+    tokens = login.add_mutually_exclusive_group()
+    tokens.add_argument(
+        "--token-file", metavar="FILE", help="the file that holds your token (kept as a path)"
+    )
+    tokens.add_argument("--token-stdin", action="store_true", help="read the token from standard input")
+    login.add_argument("--json", action="store_true")
+    login.set_defaults(run=cmd_login)
+
+    whoami = commands.command("whoami", help="who the gate says you are, and your roles per project")
+    add_persona_options(whoami)
+    whoami.set_defaults(run=cmd_whoami)
+
+    context = commands.group("context", help="saved contexts (where commands go, as whom)")
+    for action, text in (("list", "list saved contexts"), ("show", "the settings a command would use")):
+        sub = context.add_parser(action, help=text)
+        add_persona_options(sub)
+        sub.set_defaults(run=cmd_context, action=action)
+    use = context.add_parser("use", help="make a saved context the current one")
+    use.add_argument("name")
+    use.add_argument("--json", action="store_true")
+    use.set_defaults(run=cmd_context, action="use")

@@ -1,0 +1,145 @@
+"""How every `sentinel` command speaks: one result on standard output (JSON with `--json`, words otherwise),
+refusals as one line `error: CODE: message` plus a `next:` line on standard error, progress on standard error
+for anything that may take longer than a second, confirmation before anything that approves or destroys.
+
+Exit codes (docs/cli.md lists them; every command keeps to them):
+  0  done (and, for commands that judge, `ready`)
+  1  refused: the service or the command said no (bad input, a role missing, a conflict)
+  2  usage: the command line itself is wrong (argparse's own code)
+  3  unavailable: no answer (the gate unreachable, a timeout, the store down, no credentials)
+  4  hold: a judging command (`decision`, `status --exit-code`) read a decision that is not `ready`
+  130 interrupted (Ctrl-C)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_HOLD, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+
+# Codes that mean "no answer" rather than "the answer is no": the caller may try again unchanged.
+UNAVAILABLE_CODES = frozenset(
+    {
+        "UNREACHABLE",
+        "TIMEOUT",
+        "BAD_RESPONSE",
+        "STATE_UNAVAILABLE",
+        "TOKEN_UNAVAILABLE",
+        "SETTING_MISSING",
+        "CONFIG_UNREADABLE",
+        "CREDENTIALS_UNAVAILABLE",
+    }
+)
+
+# A next step for the codes the command line itself raises; the service's own codes carry theirs in the
+# problem document (`remediation`) or in DOMAIN.md's table.
+NEXT_STEPS = {
+    "UNREACHABLE": "is the gate running at that URL? `sentinel context show` says which URL is used",
+    "TIMEOUT": "the gate did not answer in time: try again, or raise --timeout",
+    "BAD_RESPONSE": "the URL does not answer like a Sentinel gate: check it with `sentinel context show`",
+    "TOKEN_UNAVAILABLE": "run `sentinel login` with your token, or set SENTINEL_TOKEN_FILE or SENTINEL_TOKEN",
+    "SETTING_MISSING": "run `sentinel login --url URL --project P`, or pass the option on the command line",
+    "CONFIG_INVALID": "fix the file it names (or remove it), then run again",
+    "CONFIG_UNREADABLE": "fix the file's permissions, then run again",
+    "CONTEXT_UNKNOWN": "`sentinel context list` shows the contexts there are",
+    "INVALID_URL": "give the gate's base URL, e.g. https://gate.example.com/v1",
+    "INSECURE_URL": "use https://, or a loopback address for the local gate",
+    "UNAUTHORIZED": "the gate refused your token (expired or revoked?): ask an operator for a new one",
+    "FORBIDDEN": "the gate refused your token (expired or revoked?): ask an operator for a new one",
+    "NOT_FOUND": "check the project and id (`sentinel whoami` lists your projects and roles)",
+    "FORBIDDEN_ROLE": "`sentinel whoami` shows your roles; ask an operator for the one this needs",
+    "CONFIRMATION_REQUIRED": "run it on a terminal to confirm, or add --yes",
+    "INTERNAL_ERROR": "run again with SENTINEL_DEBUG=1 to see where it failed, and report it",
+}
+
+
+def exit_code_for(code: str) -> int:
+    return EXIT_UNAVAILABLE if code in UNAVAILABLE_CODES else EXIT_REFUSED
+
+
+def fail(code: str, message: str, next_step: str | None = None, *, exit_code: int | None = None) -> int:
+    """Say no in one line (plus the next step) on standard error; return the exit code."""
+    step = NEXT_STEPS.get(code, "") if next_step is None else next_step
+    message = " ".join(str(message).split()) or code
+    print(f"error: {code}: {message}" + (f"\nnext: {step}" if step else ""), file=sys.stderr)
+    return exit_code_for(code) if exit_code is None else exit_code
+
+
+class CommandRefused(Exception):
+    """A command's refusal: `main` prints it as `error: CODE: message` and exits with its exit code."""
+
+    def __init__(self, code: str, message: str, next_step: str | None = None, exit_code: int | None = None):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.next_step = next_step
+        self.exit_code = exit_code
+
+
+def emit(as_json: bool, data: Any, human: Callable[[Any], str] | str | None = None) -> None:
+    """The result: canonical-ish JSON (sorted keys, one document) for machines, words for people."""
+    if as_json or human is None:
+        print(json.dumps(data, indent=None if as_json else 2, sort_keys=True, ensure_ascii=False))
+        return
+    text = human if isinstance(human, str) else human(data)
+    if text:
+        print(text.rstrip("\n"))
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    """Left-aligned columns, for people."""
+    if not rows:
+        return ""
+    cells = [header, *rows]
+    widths = [max(len(str(row[i])) for row in cells) for i in range(len(header))]
+    lines = [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)) for row in cells
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+@contextmanager
+def progress(message: str, *, stream: TextIO | None = None, after: float = 1.0) -> Iterator[None]:
+    """Say `message …` on standard error if the work takes longer than `after` seconds, then how long it took.
+    Nothing is printed for quick work, so scripted output stays clean."""
+    out = stream or sys.stderr
+    started = time.monotonic()
+    shown = threading.Event()
+    done = threading.Event()
+
+    def announce() -> None:
+        if not done.wait(after):
+            shown.set()
+            print(f"{message} …", file=out, flush=True)
+
+    timer = threading.Thread(target=announce, daemon=True)
+    timer.start()
+    try:
+        yield
+    finally:
+        done.set()
+        timer.join()
+        if shown.is_set():
+            print(f"{message}: {time.monotonic() - started:.1f} s", file=out, flush=True)
+
+
+def confirm(question: str, *, yes: bool, stdin: TextIO | None = None, stderr: TextIO | None = None) -> None:
+    """Go on only when `--yes` was given or a person at a terminal answers y; refuse otherwise."""
+    if yes:
+        return
+    source = stdin or sys.stdin
+    err = stderr or sys.stderr
+    if not (hasattr(source, "isatty") and source.isatty()):
+        raise CommandRefused(
+            "CONFIRMATION_REQUIRED", f"{question} needs confirmation and no terminal is attached"
+        )
+    print(f"{question} [y/N] ", end="", file=err, flush=True)
+    answer = source.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        raise CommandRefused("NOT_CONFIRMED", "nothing was done", next_step="")
