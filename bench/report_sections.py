@@ -162,7 +162,8 @@ def store_cost(s: dict[str, Any]) -> list[str]:
         + (" (INIT from this run's cold-start section)" if s.get("init_ms_used") else " (INIT not included)")
         + f"; authorizer {a['authorizer']}.",
         "",
-        "Per route of the ready flow (`client/src/sentinel_client/flow.py`, as `make demo` runs it), per request:",
+        "Per route of the ready flow (`client/src/sentinel_client/flow.py`, as `make demo` runs it), "
+        "per request:",
         "",
     ]
     rows = [

@@ -64,7 +64,8 @@ def test_attack_bare_repository_branch_moved_by_reset_or_symbolic_ref_is_denied(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="LIMITATION client/src/sentinel_client/git_push.py: a push is judged by the destination name it gives; a "
+    reason="LIMITATION client/src/sentinel_client/git_push.py: a push is judged by the destination name it "
+    "gives; a "
     "remote whose unprotected name is a symbolic ref to a protected branch (made before the hook could see "
     "it: here by the test's setup, outside the hook) moves that branch. The hook cannot list a network "
     "remote's symbolic refs; the enforcement point is the forge's protected branch (docs/hook.md).",
