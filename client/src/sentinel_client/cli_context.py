@@ -43,6 +43,12 @@ CONTEXT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 CONTEXT_KEYS = ("url", "project", "subject", "environment", "token_file")
 
 
+def gate_url(value: str) -> str:
+    """The gate's base URL as the client wants it (the client adds `/v1`): a pasted `…/v1` is accepted."""
+    url = check_url(value)
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
 def config_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
     environ = os.environ if environ is None else environ
     base = environ.get("XDG_CONFIG_HOME", "").strip()
@@ -117,7 +123,7 @@ def add_persona_options(parser: argparse.ArgumentParser) -> None:
     """The options every persona command shares (flags win over the environment, the context and the file)."""
     group = parser.add_argument_group("where and as whom")
     group.add_argument("--context", metavar="NAME", help="use this saved context (default: the current one)")
-    group.add_argument("--url", help="the gate's base URL (…/v1)")
+    group.add_argument("--url", help="the gate's base URL (e.g. https://gate.example.com)")
     group.add_argument("--project", help="the project")
     group.add_argument("--token-file", metavar="FILE", help="read the bearer token from FILE")
     group.add_argument("--timeout", type=float, metavar="SECONDS", help="per request (default 10)")
@@ -137,12 +143,12 @@ def load_persona(args: argparse.Namespace) -> Persona:
         from_env = environ.get(ENV_PREFIX + key.upper(), "").strip()
         if not from_env and context.get(key):
             value = context[key]
-            setattr(settings, key, check_url(value) if key == "url" else value)
+            setattr(settings, key, gate_url(value) if key == "url" else value)
     flags = {"url": "url", "project": "project", "token_file": "token_file"}
     for attribute, key in flags.items():
         value = getattr(args, attribute, None)
         if value:
-            setattr(settings, key, check_url(value) if key == "url" else value)
+            setattr(settings, key, gate_url(value) if key == "url" else value)
     for key in ("subject", "environment"):
         value = getattr(args, key, None)
         if isinstance(value, str) and value:
@@ -193,40 +199,43 @@ def cmd_login(args: argparse.Namespace) -> int:
         )
     store = read_contexts()
     body: dict[str, Any] = dict(store["contexts"].get(name, {}))
-    body["url"] = check_url(args.url) if args.url else body.get("url")
+    body["url"] = gate_url(args.url) if args.url else body.get("url")
     if not body.get("url"):
         raise CommandRefused("SETTING_MISSING", "a new context needs --url")
     for key in ("project", "subject", "environment"):
         if getattr(args, key, None):
             body[key] = getattr(args, key)
+    token: str | None = None
     if args.token_stdin:
         token = sys.stdin.readline().strip()
         if not token or any(ord(c) < 0x21 or ord(c) == 0x7F for c in token):
             raise CommandRefused("TOKEN_UNAVAILABLE", "standard input did not hold a single token")
-        tokens = config_dir() / "tokens"
-        tokens.mkdir(parents=True, exist_ok=True, mode=0o700)
-        target = tokens / name
-        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(token + "\n")
-        body["token_file"] = str(target)
     elif args.token_file:
         path = Path(args.token_file).expanduser()
-        if not path.is_absolute():
-            path = path.resolve()
-        body["token_file"] = str(path)
+        body["token_file"] = str(path if path.is_absolute() else path.resolve())
+    if token is None and body.get("token_file"):
+        token = read_token(ClientSettings(token_file=body["token_file"]))
+    settings = ClientSettings(url=body["url"])
+    # The token is checked before anything is saved: a refused login leaves the config as it was.
+    who = body_of(Persona(settings=settings, context=name, token=token).client().whoami(), 200)
+    if args.token_stdin and token is not None:
+        body["token_file"] = str(_save_token(name, token))
     body = {key: value for key, value in body.items() if value}
-    persona = Persona(
-        settings=ClientSettings(**{k: body.get(k) for k in CONTEXT_KEYS}),
-        context=name,
-        token=read_token(ClientSettings(token_file=body["token_file"])) if body.get("token_file") else None,
-    )
-    who = body_of(persona.client().whoami(), 200)
     store["contexts"][name] = body
     store["current"] = name
     where = write_contexts(store)
     emit(args.json, {"context": name, "saved_to": str(where), "whoami": who}, lambda d: _login_words(d))
     return 0
+
+
+def _save_token(name: str, token: str) -> Path:
+    tokens = config_dir() / "tokens"
+    tokens.mkdir(parents=True, exist_ok=True, mode=0o700)
+    target = tokens / name
+    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(token + "\n")
+    return target
 
 
 def _login_words(data: dict[str, Any]) -> str:
@@ -280,7 +289,7 @@ def cmd_context(args: argparse.Namespace) -> int:
 def register(commands: Any) -> None:
     login = commands.command("login", help="save a context (URL, project, token) and check it with whoami")
     login.add_argument("--name", default="default", help="the context's name (default: default)")
-    login.add_argument("--url", help="the gate's base URL, e.g. https://gate.example.com/v1")
+    login.add_argument("--url", help="the gate's base URL, e.g. https://gate.example.com")
     login.add_argument("--project")
     login.add_argument("--subject", help="the subject your candidates are about (e.g. payments-api)")
     login.add_argument("--environment", help="the environment your candidates target")

@@ -48,7 +48,7 @@ NEXT_STEPS = {
     "CONFIG_INVALID": "fix the file it names (or remove it), then run again",
     "CONFIG_UNREADABLE": "fix the file's permissions, then run again",
     "CONTEXT_UNKNOWN": "`sentinel context list` shows the contexts there are",
-    "INVALID_URL": "give the gate's base URL, e.g. https://gate.example.com/v1",
+    "INVALID_URL": "give the gate's base URL, e.g. https://gate.example.com",
     "INSECURE_URL": "use https://, or a loopback address for the local gate",
     "UNAUTHORIZED": "the gate refused your token (expired or revoked?): ask an operator for a new one",
     "FORBIDDEN": "the gate refused your token (expired or revoked?): ask an operator for a new one",
