@@ -215,6 +215,28 @@ def _translate(error: BaseException) -> tuple[str, str, str] | None:
         return "STATE_UNAVAILABLE", str(error) or type(error).__name__, "fix the store, then run again"
     if isinstance(error, argparse.ArgumentTypeError):
         return "VALIDATION_FAILED", str(error), ""
+    return _aws_said(error)
+
+
+def _aws_said(error: BaseException) -> tuple[str, str, str] | None:
+    """The operator's own AWS credentials and the deployed stack (`--aws-stage`): what went wrong."""
+    from botocore import exceptions as aws
+
+    if isinstance(error, aws.NoCredentialsError | aws.PartialCredentialsError | aws.NoRegionError):
+        return (
+            "CREDENTIALS_UNAVAILABLE",
+            str(error),
+            "sign in to the stack's account (AWS_PROFILE, `aws sso login`), then run again",
+        )
+    if isinstance(error, aws.ClientError):
+        code = error.response.get("Error", {}).get("Code", "ClientError")
+        return (
+            "STATE_UNAVAILABLE",
+            f"AWS refused: {code}: {error}",
+            "check the stage, region and your permissions",
+        )
+    if isinstance(error, aws.BotoCoreError):
+        return "STATE_UNAVAILABLE", str(error), "check the network, the region and the endpoint"
     return None
 
 
