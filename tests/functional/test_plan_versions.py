@@ -4,6 +4,7 @@ like every other id, after the caller's role."""
 
 import pytest
 
+from sentinel_domain.identity import IDENT
 from support.api import NEW, C, P, create, ok, plan_body, snapshot
 from support.world import UNIT_POLICY
 
@@ -128,3 +129,22 @@ def test_the_candidate_view_lists_changed_files(api) -> None:
     cid = create(api)["candidate_id"]
     view = ok(api, "GET", f"{C}/{cid}", 200, as_="reviewer")
     assert view["changed_files"] == {"files": NEW["change"]["files"], "count": 1, "truncated": False}
+
+
+def test_the_document_declares_what_a_version_and_a_policy_id_may_be(api) -> None:
+    # Given the published OpenAPI document
+    doc = ok(api, "GET", "/v1/openapi.json", 200, as_=None)
+
+    def pattern(path: str, name: str) -> str:
+        params = doc["paths"][path]["get"]["parameters"]
+        return next(p["schema"]["pattern"] for p in params if p["name"] == name)
+
+    # Then the path parameters carry the patterns the edge validates
+    assert pattern("/v1/projects/{project}/candidates/{candidate_id}/plans/{version}", "version") == (
+        "^[1-9][0-9]*$"
+    )
+    assert pattern("/v1/projects/{project}/policies/{policy_id}", "policy_id") == IDENT
+    # And the plan version's answer names its plan schema
+    read = doc["components"]["schemas"]["PlanVersionRead"]
+    assert read["properties"]["plan"] == {"$ref": "#/components/schemas/Plan"}
+    assert set(read["required"]) == {"plan_version", "plan_digest", "plan", "stored_at", "stored_by", "mode"}

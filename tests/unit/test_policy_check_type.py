@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 from pydantic import ValidationError
 
+from sentinel_domain.errors import Refusal
 from sentinel_domain.models import EvidenceRequest, Policy, stored_check_type
 from sentinel_domain.ports import StreamRef
 from support.world import ADMIN, CI, LINT_POLICY, PROJECT, REQUESTER, REV, START, UNIT_POLICY, World
@@ -158,3 +159,17 @@ def test_exit_code_evidence_for_a_junit_policy_keeps_rule_7s_too_few_tests() -> 
     assert "EVIDENCE_WRONG_KIND" not in posted["binding"]["mismatches"]
     codes = {f["code"] for f in world.gate.decision(PROJECT, cid, REQUESTER, None).as_json()["findings"]}
     assert "EVIDENCE_TOO_FEW_TESTS" in codes and "EVIDENCE_WRONG_KIND" not in codes
+
+
+@pytest.mark.parametrize("policy_id", ["-lead", "a b", "x" * 129, ""])
+def test_the_gate_refuses_a_policy_id_that_is_not_an_id(policy_id: str) -> None:
+    # Given a caller that is not the HTTP edge (the operator's seed, the evaluation), When it names a bad id
+    world = World()
+    for call in (
+        lambda: world.gate.put_policy(PROJECT, policy_id, ADMIN, Policy.model_validate(UNIT_POLICY)),
+        lambda: world.gate.get_policy(PROJECT, policy_id, ADMIN, None),
+    ):
+        # Then the use case refuses it too, as VALIDATION_FAILED
+        with pytest.raises(Refusal) as refused:
+            call()
+        assert refused.value.code == "VALIDATION_FAILED"
