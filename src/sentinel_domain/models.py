@@ -10,7 +10,6 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
-    ValidationInfo,
     model_validator,
 )
 
@@ -162,18 +161,14 @@ class ProjectConfig(Strict):
 
 CheckType = Literal["junit", "exit_code"]
 CHECK_TYPES: tuple[str, ...] = ("junit", "exit_code")
-# The validation context under which a stored policy is read back (`Policy.stored`).
-STORED = "stored"
 
 
 def stored_check_type(policy: dict[str, Any]) -> str:
-    """The evidence a stored policy takes. Before `check_type` was an enumeration it was free text ("unit",
-    "lint"); such a policy reads as the kind its `min_tests` already demanded: `junit` when it needs at
-    least one executed test, `exit_code` otherwise. Only the reading changes: the stored fact (and so its
-    digest and its chain) stays as it was written."""
-    value = policy.get("check_type")
-    if value in CHECK_TYPES:
-        return str(value)
+    """The evidence a stored policy takes: the kind its `min_tests` demands, `junit` when it needs at least
+    one executed test, `exit_code` otherwise. A policy accepted since `check_type` became an enumeration
+    names exactly that (the model refuses anything else); one stored before it named free text ("unit",
+    "lint"), or even a kind its minimum contradicts, and reads as what its minimum already made it. Only the
+    reading changes: the stored fact (and so its digest and its chain) stays as it was written."""
     min_tests = policy.get("min_tests")
     return "junit" if isinstance(min_tests, int) and min_tests >= 1 else "exit_code"
 
@@ -195,12 +190,9 @@ class Policy(Strict):
     min_tests: int = Field(ge=0, le=1_000_000)
 
     @model_validator(mode="after")
-    def _check_type_agrees_with_min_tests(self, info: ValidationInfo) -> "Policy":
-        # A stored policy is read as it was accepted (its check_type normalised by `stored`); a new one must
-        # not contradict itself: a JUnit policy that asks for no test, or exit-code evidence that must run
-        # tests it cannot report, would leave the evidence it takes undecided.
-        if isinstance(info.context, dict) and info.context.get(STORED):
-            return self
+    def _check_type_agrees_with_min_tests(self) -> "Policy":
+        # A policy must not contradict itself: a JUnit policy that asks for no test, or exit-code evidence
+        # that must run tests it cannot report, would leave the evidence it takes undecided.
         if self.check_type == "junit" and self.min_tests < 1:
             raise ValueError("check_type junit needs min_tests of at least 1 (tests a JUnit report ran)")
         if self.check_type == "exit_code" and self.min_tests != 0:
@@ -210,7 +202,7 @@ class Policy(Strict):
     @classmethod
     def stored(cls, policy: dict[str, Any]) -> "Policy":
         """A policy as a `policy.set` fact stored it, read with today's enumeration (`stored_check_type`)."""
-        return cls.model_validate({**policy, "check_type": stored_check_type(policy)}, context={STORED: True})
+        return cls.model_validate({**policy, "check_type": stored_check_type(policy)})
 
 
 class OpenApiChange(Strict):

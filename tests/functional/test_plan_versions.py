@@ -148,3 +148,18 @@ def test_the_document_declares_what_a_version_and_a_policy_id_may_be(api) -> Non
     read = doc["components"]["schemas"]["PlanVersionRead"]
     assert read["properties"]["plan"] == {"$ref": "#/components/schemas/Plan"}
     assert set(read["required"]) == {"plan_version", "plan_digest", "plan", "stored_at", "stored_by", "mode"}
+
+
+@pytest.mark.parametrize(
+    ("stored", "min_tests", "reads_as"), [("unit", 1, "junit"), ("junit", 0, "exit_code")]
+)
+def test_a_policy_stored_before_the_enumeration_reads_over_http(api, stored, min_tests, reads_as) -> None:
+    # Given a policy.set fact written before check_type was an enumeration
+    policy = dict(UNIT_POLICY, check_type=stored, min_tests=min_tests)
+    api.world.gate.record_project_event(
+        "demo", "policy.set", {"policy_id": "legacy", "version": 1, "policy": policy, "actor": None}
+    )
+    # When it is read and listed over HTTP, Then it answers with the kind its minimum demands
+    assert ok(api, "GET", f"{P}/policies/legacy", 200, as_="auditor")["policy"]["check_type"] == reads_as
+    listed = ok(api, "GET", f"{P}/policies", 200, as_="auditor")["policies"]
+    assert {p["policy_id"]: p["policy"]["check_type"] for p in listed}["legacy"] == reads_as

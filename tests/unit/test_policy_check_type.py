@@ -27,6 +27,9 @@ from support.world import ADMIN, CI, LINT_POLICY, PROJECT, REQUESTER, REV, START
         ("junit", 3, "junit"),
         ("exit_code", 0, "exit_code"),
         (None, 2, "junit"),
+        # written before the enumeration, naming a kind its minimum contradicts: the minimum decides
+        ("junit", 0, "exit_code"),
+        ("exit_code", 4, "junit"),
     ],
 )
 def test_a_stored_check_type_reads_as_the_enumeration(stored, min_tests, reads_as) -> None:
