@@ -40,7 +40,7 @@ LIMIT = 2 * 1024 * 1024
 
 POLICY = Policy.model_validate(
     {
-        "check_type": "unit",
+        "check_type": "junit",
         "command": "pytest -q {scope}",
         "expected_exit_code": 0,
         "max_evidence_age_seconds": 86400,

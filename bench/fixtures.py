@@ -27,7 +27,7 @@ CI = {"id": "ci-bot", "kind": "ci", "sponsor": None}
 REVIEWER = {"id": "rita", "kind": "human", "sponsor": None}
 ADMIN = {"id": "alice", "kind": "human", "sponsor": None}
 UNIT_POLICY = {
-    "check_type": "unit",
+    "check_type": "junit",
     "command": "pytest -q {scope}",
     "expected_exit_code": 0,
     "expected_artifacts": [],

@@ -38,7 +38,7 @@ MAX_LIFETIME = timedelta(hours=24)
 
 POLICIES = {
     "unit-tests": {
-        "check_type": "unit",
+        "check_type": "junit",
         "command": "pytest -q {scope}",
         "expected_exit_code": 0,
         "expected_artifacts": [],

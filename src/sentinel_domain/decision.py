@@ -6,7 +6,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from .canonical import canonical_bytes, digest
-from .evidence import scope_covers
+from .evidence import WRONG_KIND, scope_covers
 from .models import Policy, ProjectConfig
 from .plan_walk import PlanWalk, Row, epoch_us, evidence_rows, plan_walk
 from .reviews import approval_status, withdrawn_approvers
@@ -228,7 +228,10 @@ class Judge:
                 out.append(
                     finding(
                         code,
-                        f"evidence {e['evidence_id']} is not bound to this candidate's "
+                        f"evidence {e['evidence_id']} is {_kind_label(e['kind'])}; policy "
+                        f"{check['policy_ref']} takes {_kind_label(policy.check_type)}"
+                        if code == WRONG_KIND
+                        else f"evidence {e['evidence_id']} is not bound to this candidate's "
                         f"{code.removeprefix('EVIDENCE_WRONG_').lower()}",
                         remediation_hint=hint,
                         **where,
@@ -288,6 +291,10 @@ class Judge:
         ]
 
 
+def _kind_label(kind: str) -> str:
+    return "a JUnit report" if kind == "junit" else "exit-code evidence"
+
+
 def _where(check: dict[str, Any], obligation_id: str, task_id: str | None) -> dict[str, Any]:
     return {"obligation_id": obligation_id, "check_id": str(check["check_id"]), "task_id": task_id}
 
@@ -305,6 +312,8 @@ def _binding_problems(
         problems.append("EVIDENCE_WRONG_ENVIRONMENT")
     if not scope_covers(evidence["scope"], obligation["scope"]):
         problems.append("EVIDENCE_WRONG_SCOPE")
+    if WRONG_KIND in evidence["binding"]["mismatches"]:
+        problems.append(WRONG_KIND)
     return problems
 
 

@@ -98,6 +98,18 @@ def judge_report(
     return outcome, counts, raw_sha, "exit_code", failing_tests((), 0)
 
 
+WRONG_KIND = "EVIDENCE_WRONG_KIND"
+
+
+def wrong_kind(kind: str, policy: Policy) -> bool:
+    """Evidence of a kind the policy does not take (its `check_type`), bound at write time so it never
+    decides: a JUnit report cannot stand in for an exit code and its expected artifacts. Exit-code evidence
+    under a policy that needs executed tests is left to rule 7, which holds it with EVIDENCE_TOO_FEW_TESTS."""
+    if kind == policy.check_type:
+        return False
+    return not (kind == "exit_code" and policy.min_tests >= 1)
+
+
 def trust_of(actor: Actor, policy: Policy | None) -> str:
     """Fixed at write time: only a listed `ci` publisher verifies; an agent never certifies work."""
     if actor.kind == "ci" and "publisher" in actor.roles:
@@ -135,6 +147,8 @@ def bind_evidence(
         mismatches.append("EVIDENCE_WRONG_REVISION")
     if request.environment != candidate["environment"]:
         mismatches.append("EVIDENCE_WRONG_ENVIRONMENT")
+    if policy is not None and wrong_kind(kind, policy):
+        mismatches.append(WRONG_KIND)
     covers = check["covers"] if check else []
     if any(
         not scope_covers(request.scope, state.obligations[o]["scope"])

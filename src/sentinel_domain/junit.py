@@ -62,7 +62,7 @@ MAX_BYTES = 2 * 1024 * 1024
 """The largest report read, in UTF-8 bytes: the evidence route's body limit, so only direct callers meet
 it."""
 
-FAILING_NAMES = 20
+FAILING_NAMES = 50
 """How many failing test names a summary keeps (the first, in report order); `failing_count` counts all."""
 FAILING_NAME_CHARS = 200
 """The longest failing test name kept, in characters (a longer one is cut and ends with an ellipsis)."""

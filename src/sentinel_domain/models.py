@@ -159,8 +159,25 @@ class ProjectConfig(Strict):
         return body
 
 
+CheckType = Literal["junit", "exit_code"]
+CHECK_TYPES: tuple[str, ...] = ("junit", "exit_code")
+
+
+def stored_check_type(policy: dict[str, Any]) -> str:
+    """The evidence a stored policy takes: the kind its `min_tests` demands, `junit` when it needs at least
+    one executed test, `exit_code` otherwise. A policy accepted since `check_type` became an enumeration
+    names exactly that (the model refuses anything else); one stored before it named free text ("unit",
+    "lint"), or even a kind its minimum contradicts, and reads as what its minimum already made it. Only the
+    reading changes: the stored fact (and so its digest and its chain) stays as it was written."""
+    min_tests = policy.get("min_tests")
+    return "junit" if isinstance(min_tests, int) and min_tests >= 1 else "exit_code"
+
+
 class Policy(Strict):
-    check_type: Ident
+    """A reusable verification rule. `check_type` says which evidence it takes: a JUnit report (`junit`,
+    which needs `min_tests` >= 1) or an exit code with artifact digests (`exit_code`, `min_tests` 0)."""
+
+    check_type: CheckType
     command: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
     expected_exit_code: int = Field(default=0, ge=0, le=255)
     expected_artifacts: list[Annotated[str, StringConstraints(min_length=1, max_length=512)]] = Field(
@@ -171,6 +188,21 @@ class Policy(Strict):
     max_evidence_age_seconds: int = Field(gt=0, le=365 * 86400)
     trusted_publishers: list[Ident] = Field(default_factory=list)
     min_tests: int = Field(ge=0, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _check_type_agrees_with_min_tests(self) -> "Policy":
+        # A policy must not contradict itself: a JUnit policy that asks for no test, or exit-code evidence
+        # that must run tests it cannot report, would leave the evidence it takes undecided.
+        if self.check_type == "junit" and self.min_tests < 1:
+            raise ValueError("check_type junit needs min_tests of at least 1 (tests a JUnit report ran)")
+        if self.check_type == "exit_code" and self.min_tests != 0:
+            raise ValueError("check_type exit_code takes no test report: min_tests must be 0")
+        return self
+
+    @classmethod
+    def stored(cls, policy: dict[str, Any]) -> "Policy":
+        """A policy as a `policy.set` fact stored it, read with today's enumeration (`stored_check_type`)."""
+        return cls.model_validate({**policy, "check_type": stored_check_type(policy)})
 
 
 class OpenApiChange(Strict):

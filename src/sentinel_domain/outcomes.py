@@ -144,6 +144,29 @@ class PlanVersionSummary(Outcome):
     recorded_at: str
 
 
+class PlanVersionRead(Outcome):
+    """One stored plan version, read back whole (`GET .../plans/{version}`): every version stays readable,
+    so a reviewer can diff the one approved against the current one."""
+
+    plan_version: int
+    plan_digest: str
+    plan: dict[str, Any] = Field(description="the normalised plan, exactly what reviewers approve")
+    stored_at: str
+    stored_by: ActorRef
+    mode: Literal["model", "fallback", "submitted"] | None = Field(
+        description="how the version came about: drafted by the model, the deterministic fallback, or "
+        "submitted by a requester; null when its fact does not say"
+    )
+
+
+class ChangedFiles(Outcome):
+    """The changed paths the candidate's change contexts declared or attested."""
+
+    files: list[str] = Field(description="the union of the stored paths, sorted, at most 1,000")
+    count: int = Field(description="how many distinct paths were declared or attested")
+    truncated: bool = Field(description="`files` does not list every path `count` counts")
+
+
 class TaskProgress(Outcome):
     task_id: str
     attempts: list[dict[str, Any]]
@@ -199,6 +222,7 @@ class CandidateView(Outcome):
     scope: list[str]
     obligations: list[Obligation]
     change_context: ChangeContext
+    changed_files: ChangedFiles
     plan_versions: list[PlanVersionSummary]
     plan: dict[str, Any] | None
     plan_digest: str | None

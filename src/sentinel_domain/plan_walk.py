@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from .evidence import scope_covers
+from .evidence import WRONG_KIND, scope_covers
 from .state import CandidateState
 from .times import utc_naive
 
@@ -63,6 +63,8 @@ def evidence_rows(state: CandidateState) -> dict[tuple[str, str], list[Row]]:
                 and (e["subject"], e["revision"], e["environment"]) == binds
                 and obligation is not None
                 and scope_covers(e["scope"], obligation["scope"])
+                # Evidence of a kind its policy does not take was marked so when it was written.
+                and WRONG_KIND not in binding["mismatches"]
             )
             rows.append(
                 (

@@ -77,13 +77,13 @@ class ProjectState:
         if not versions:
             return None
         entry = versions[-1]
-        return int(entry["version"]), Policy.model_validate(entry["policy"])
+        return int(entry["version"]), Policy.stored(entry["policy"])
 
     def policies(self, as_of: str | None = None) -> dict[str, tuple[int, Policy]]:
         out: dict[str, tuple[int, Policy]] = {}
         for f in self.visible(as_of):
             if f["type"] == "policy.set":
-                out[f["policy_id"]] = (int(f["version"]), Policy.model_validate(f["policy"]))
+                out[f["policy_id"]] = (int(f["version"]), Policy.stored(f["policy"]))
         return out
 
     def compromised(self, as_of: str | None = None) -> dict[str, str]:

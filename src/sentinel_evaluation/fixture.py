@@ -46,7 +46,7 @@ EVALUATION_RECEIPT_SIGNER = PemReceiptSigner(new_private_key_pem(secret=0xE7A1_0
 
 POLICIES: dict[str, dict[str, Any]] = {
     "unit-tests": {
-        "check_type": "unit",
+        "check_type": "junit",
         "command": "pytest -q {scope}",
         "expected_exit_code": 0,
         "expected_artifacts": [],
@@ -57,7 +57,7 @@ POLICIES: dict[str, dict[str, Any]] = {
         "min_tests": 1,
     },
     "lint": {
-        "check_type": "lint",
+        "check_type": "exit_code",
         "command": "ruff check {scope}",
         "expected_exit_code": 0,
         "expected_artifacts": [],

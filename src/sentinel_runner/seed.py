@@ -8,7 +8,7 @@ PROJECT = "demo"
 
 POLICIES = {
     "unit-tests": {
-        "check_type": "unit",
+        "check_type": "junit",
         "command": "pytest -q {scope}",
         "expected_exit_code": 0,
         "expected_artifacts": [],
@@ -19,7 +19,7 @@ POLICIES = {
         "min_tests": 1,
     },
     "lint": {
-        "check_type": "lint",
+        "check_type": "exit_code",
         "command": "ruff check {scope}",
         "expected_exit_code": 0,
         "expected_artifacts": [],

@@ -119,12 +119,19 @@ ROUTES: list[tuple[str, Callable[[SentinelClient], Response], str, str, object]]
     ),
     (
         "put_policy",
-        lambda c: c.put_policy("p", "unit-tests", {"check_type": "unit"}),
+        lambda c: c.put_policy("p", "unit-tests", {"check_type": "junit"}),
         "PUT",
         "/v1/projects/p/policies/unit-tests",
-        {"check_type": "unit"},
+        {"check_type": "junit"},
     ),
     ("list_policies", lambda c: c.list_policies("p"), "GET", "/v1/projects/p/policies", None),
+    (
+        "get_plan",
+        lambda c: c.get_plan("p", "cand_1", 2),
+        "GET",
+        "/v1/projects/p/candidates/cand_1/plans/2",
+        None,
+    ),
     (
         "get_policy",
         lambda c: c.get_policy("p", "unit-tests", version=3),

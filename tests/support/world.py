@@ -24,7 +24,7 @@ WEBHOOK_SECRET = b"sentinel-tests-webhook-secret-0123456789"
 RECEIPT_SIGNER = PemReceiptSigner(new_private_key_pem(secret=0x5E47_14E1_7E57))
 
 UNIT_POLICY = {
-    "check_type": "unit",
+    "check_type": "junit",
     "command": "pytest -q {scope}",
     "expected_exit_code": 0,
     "expected_artifacts": [],
@@ -35,7 +35,7 @@ UNIT_POLICY = {
     "min_tests": 1,
 }
 LINT_POLICY = {
-    "check_type": "lint",
+    "check_type": "exit_code",
     "command": "ruff check {scope}",
     "expected_exit_code": 0,
     "expected_artifacts": [],

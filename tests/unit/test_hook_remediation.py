@@ -6,14 +6,16 @@ from __future__ import annotations
 import pytest
 
 from sentinel_client.hook_messages import REMEDIATION, _finding_line
+from support.finding_codes import decision_finding_codes
 
 # DOMAIN.md's decision findings, and the hook's own codes for what it cannot establish.
 DECISION_FINDINGS = """
 NO_OBLIGATIONS CHANGE_CONTEXT_UNVERIFIED PLAN_MISSING REVIEW_MISSING REVIEW_REJECTED REVIEW_EXPIRED
 REVIEW_STALE EVIDENCE_MISSING EVIDENCE_NEGATIVE EVIDENCE_UNKNOWN EVIDENCE_STALE EVIDENCE_UNVERIFIED
 EVIDENCE_UNTRUSTED EVIDENCE_TOO_FEW_TESTS EVIDENCE_QUERY_INCOMPLETE EVIDENCE_WRONG_SUBJECT
-EVIDENCE_WRONG_REVISION EVIDENCE_WRONG_ENVIRONMENT EVIDENCE_WRONG_SCOPE TASK_NOT_REPORTED
-TASK_FAILED TASK_BLOCKED TASK_NOT_SETTLED STATE_UNAVAILABLE STATE_TAMPERED""".split()
+EVIDENCE_WRONG_REVISION EVIDENCE_WRONG_ENVIRONMENT EVIDENCE_WRONG_SCOPE EVIDENCE_WRONG_KIND TASK_NOT_REPORTED
+TASK_FAILED TASK_BLOCKED TASK_NOT_SETTLED STATE_UNAVAILABLE STATE_TAMPERED CHANGE_CONTEXT_INCOMPLETE
+APPROVAL_REVOKED ATTESTATION_REVOKED REQUESTER_REVOKED""".split()
 HOOK_CODES = """
 NO_CANDIDATE COMMAND_HIDDEN REVISION_UNRESOLVED SETTING_MISSING CONFIG_UNTRUSTED CONFIG_INVALID
 CONFIG_UNREADABLE INVALID_URL INSECURE_URL INVALID_TIMEOUT INVALID_RELEASE_PATTERNS
@@ -36,6 +38,14 @@ def test_every_code_has_a_remediation(code: str) -> None:
     # Then it carries the hook's remediation for that code
     assert code in REMEDIATION
     assert line.startswith(f"- {code}: d") and line.endswith(f" Remediation: {REMEDIATION[code]}.")
+
+
+def test_the_list_above_is_every_code_a_decision_can_carry() -> None:
+    # Given every finding code the domain's decision can emit, read from its source (support.finding_codes)
+    emitted = decision_finding_codes()
+    # Then the list the remediation test walks holds each of them: a new code cannot go without one
+    assert emitted - set(DECISION_FINDINGS) == set()
+    assert {"EVIDENCE_WRONG_KIND", "CHANGE_CONTEXT_INCOMPLETE", "REVIEW_MISSING"} <= emitted
 
 
 @pytest.mark.parametrize("code", SETUP_FAULTS)

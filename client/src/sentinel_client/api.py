@@ -343,6 +343,11 @@ class SentinelClient:
     def get_candidate(self, project: str, cid: str) -> Response:
         return self.request("GET", self._candidate(project, cid))
 
+    def get_plan(self, project: str, cid: str, version: int | str) -> Response:
+        """One stored plan version, whole (`200 {plan_version, plan_digest, plan, stored_at, stored_by,
+        mode}`; `404 NOT_FOUND` for a version that does not exist)."""
+        return self.request("GET", f"{self._candidate(project, cid)}/plans/{_segment(str(version))}")
+
     def propose(
         self, project: str, cid: str, if_match: str | None = None, idempotency_key: str | None = None
     ) -> Response:

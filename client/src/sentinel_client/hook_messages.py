@@ -76,6 +76,16 @@ REMEDIATION: dict[str, str] = {
     "EVIDENCE_WRONG_REVISION": "the evidence is for another commit: run the check on this exact revision",
     "EVIDENCE_WRONG_ENVIRONMENT": "the evidence is for another environment: run the check for this one",
     "EVIDENCE_WRONG_SCOPE": "the evidence does not cover the obligation's scope: run the check over it",
+    "EVIDENCE_WRONG_KIND": "the evidence is not the kind the policy takes (its check_type): post a JUnit "
+    "report for a junit policy, the exit code and artifacts for an exit_code one",
+    "CHANGE_CONTEXT_INCOMPLETE": "the forge's file list may be truncated: have the trusted CI publisher "
+    "attest the complete change (POST .../change-context from CI)",
+    "APPROVAL_REVOKED": "the approving reviewer was revoked as compromised: ask another reviewer to review "
+    "the current plan digest (amend the plan first if it may have been shaped by them)",
+    "ATTESTATION_REVOKED": "the attesting publisher was revoked as compromised: have a trusted CI publisher "
+    "attest the change context again",
+    "REQUESTER_REVOKED": "the candidate or its plan came from a principal revoked as compromised: tell the "
+    "user; the change must come back as a new commit, or the plan be stored again by a live requester",
     "TASK_NOT_REPORTED": "report each task of the plan (POST .../tasks/{task}/reports) with its evidence",
     "TASK_FAILED": "a task was reported failed: fix it and report it again with passing evidence",
     "TASK_BLOCKED": "a task is blocked: resolve the blocker with the user, then report it",

@@ -16,6 +16,8 @@ from .loader import _load
 from .messages import _MessageDiffer
 from .schema_records import _Rec
 from .security import _SecurityDiffer
+from .servers import KIND as SERVERS_CHANGED
+from .servers import server_changes
 
 
 def _schema_path(path: tuple[str, ...]) -> str:
@@ -143,6 +145,13 @@ class _Differ(_MessageDiffer, _SecurityDiffer):
 
         self.lifecycle.changed(o, n, add, "")
         self._operation_body(o, n, o_item, n_item, o_template, n_template, flipped, add, records, "")
+        # Where the operation is served (servers.py): the document's, the path's or its own servers changed.
+        for where, level, detail in server_changes(
+            (self.old.root.get("servers"), o_item.get("servers"), o.get("servers")),
+            (self.new.root.get("servers"), n_item.get("servers"), n.get("servers")),
+            self._same,
+        ):
+            add(SERVERS_CHANGED, level == BREAKING, where, detail, level=level)
         softened = self.lifecycle.softened_by(o)
         if softened:
             # Read from the base: the revision's level softens nothing (lifecycle.py). The changes stay

@@ -17,7 +17,9 @@ _PATH_TEMPLATE = re.compile(r"/[A-Za-z0-9\-._~!$&'()*+,;=:@%/{}]*\Z")
 _WEBHOOK_NAME = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@%]+\Z")
 _TEMPLATE_PARAM = re.compile(r"\{([^{}/]*)\}")
 
-# Keys that document and never constrain. Dropped everywhere before anything is compared.
+# Keys that document and never constrain. Dropped everywhere before anything is compared, but for `servers`:
+# where operations are served is compared on its own, once per operation (servers.py), and dropped from
+# everything else (a schema or a link may not move an operation).
 ANNOTATIONS = frozenset(
     {
         "description",

@@ -4,6 +4,7 @@ never removed; attested by a trusted ci publisher), looked up, and shown whole."
 from collections.abc import Iterable
 from typing import Any
 
+from .. import changed_files
 from ..canonical import digest
 from ..derivation import MAX_OBLIGATIONS, derive
 from ..errors import Refusal, StoreUnavailable
@@ -52,13 +53,21 @@ def _obligations(derived: Iterable[dict[str, Any]]) -> list[Obligation]:
 
 
 def _change_summary(change: Change) -> dict[str, Any]:
-    return {
-        "files": sorted(change.files),
+    """What a change context's fact keeps of its change: the changed paths, sorted, at most
+    `changed_files.KEPT_PER_FACT` of them (`files_count` says how many distinct paths were sent, and is
+    stored only past the bound, so a context within it is stored exactly as before), and a digest of each
+    OpenAPI document."""
+    files, count = changed_files.kept(change.files)
+    summary: dict[str, Any] = {
+        "files": files,
         "openapi": [
             {"name": d.name, "before_sha256": digest(d.before), "after_sha256": digest(d.after)}
             for d in change.openapi
         ],
     }
+    if count > len(files):
+        summary["files_count"] = count
+    return summary
 
 
 def create_candidate(
@@ -313,6 +322,7 @@ def candidate_view(state: CandidateState, seq: int, last_decision: RecordedDecis
             "scope": state.scope(),
             "obligations": list(state.obligations.values()),
             "change_context": _context(state.attested),
+            "changed_files": changed_files.view(state.contexts),
             "plan_versions": [
                 {
                     "plan_version": p["plan_version"],
@@ -343,13 +353,8 @@ def candidate_view(state: CandidateState, seq: int, last_decision: RecordedDecis
                         "scope",
                     )
                 }
-                | {
-                    "publisher": e["publisher"]["id"],
-                    # Additive (issue 15): what failed, by name, and the run the publisher named. Evidence
-                    # recorded before failing names were kept shows none.
-                    "failing_tests": e.get("failing_tests") or {"names": [], "count": 0},
-                    "source": e.get("source"),
-                }
+                | {"publisher": e["publisher"]["id"]}
+                | evidence_extras(e)
                 for e in state.evidence
             ],
             "tasks": tasks,
@@ -358,3 +363,18 @@ def candidate_view(state: CandidateState, seq: int, last_decision: RecordedDecis
             "seq": seq,
         }
     )
+
+
+def evidence_extras(e: dict[str, Any]) -> dict[str, Any]:
+    """What a reviewer reads of a piece of evidence beyond its verdict: the run the publisher named (as
+    published: the service never fetches its url) and the tests that failed, by `classname.name` (the first
+    sentinel_domain.junit.FAILING_NAMES) with how many failed in all. Evidence recorded before failing names
+    were kept shows none."""
+    failing = e.get("failing_tests") or {}
+    names = [n for n in failing.get("names") or [] if isinstance(n, str)]
+    count = failing.get("count")
+    return {
+        "source": e.get("source"),
+        "failing_tests": names,
+        "failing_tests_count": count if isinstance(count, int) else len(names),
+    }

@@ -35,6 +35,7 @@ from ..outcomes import (
     EvidenceRecorded,
     PlanProposed,
     PlanStored,
+    PlanVersionRead,
     PolicyList,
     PolicyVersion,
     PolicyVersionStored,
@@ -189,6 +190,11 @@ class Gate:
         self, project: str, candidate_id: str, actor: Actor, raw_plan: Any, if_match: str | None
     ) -> PlanStored:
         return plans.put_plan(self.chain, project, candidate_id, actor, raw_plan, if_match)
+
+    def get_plan_version(
+        self, project: str, candidate_id: str, actor: Actor, version: int
+    ) -> PlanVersionRead:
+        return plans.get_plan_version(self.chain, project, candidate_id, actor, version)
 
     def propose(
         self, project: str, candidate_id: str, actor: Actor, if_match: str | None, key: str | None

@@ -8,7 +8,7 @@ from .. import notifications, proposals
 from ..errors import IF_MATCH_MISSING, IF_MATCH_STALE, Refusal
 from ..forge_checks import forge_outbox
 from ..models import Actor, ProjectConfig
-from ..outcomes import PlanProposed, PlanStored
+from ..outcomes import PlanProposed, PlanStored, PlanVersionRead
 from ..plans import fallback_plan, plan_digest, preflight
 from ..ports import IdempotencyRecord, Proposer, StreamRef
 from ..state import CandidateState, ProjectState
@@ -172,4 +172,35 @@ def propose(
         {"if_match": if_match},
         lambda idem: _store_plan(chain, project, candidate_id, actor, if_match, draft, idem, PlanProposed),
         PlanProposed,
+    )
+
+
+PLAN_MODES = ("model", "fallback", "submitted")
+
+
+def get_plan_version(
+    chain: Chain, project: str, candidate_id: str, actor: Actor, version: int
+) -> PlanVersionRead:
+    """One stored plan version, whole: versions are never edited, so each stays readable (any role in the
+    project, like the candidate itself)."""
+    need(actor)
+    _stream, state = chain.candidate(project, candidate_id)
+    found = next((p for p in state.plans if p.get("plan_version") == version), None)
+    if found is None:
+        stored = len(state.plans)
+        raise Refusal(
+            "NOT_FOUND",
+            f"no plan version {version}: this candidate has "
+            + (f"versions 1 to {stored}" if stored else "no plan yet"),
+        )
+    mode = found.get("mode")
+    return PlanVersionRead.model_validate(
+        {
+            "plan_version": found["plan_version"],
+            "plan_digest": found["plan_digest"],
+            "plan": found["plan"],
+            "stored_at": found["recorded_at"],
+            "stored_by": found["author"],
+            "mode": mode if mode in PLAN_MODES else None,
+        }
     )

@@ -1,10 +1,12 @@
 """The project chain: the operator's acts (a project created, principals added, rotated, revoked; never over
 the API), the project's configuration and its policies."""
 
+import re
 from typing import Any
 
 from ..errors import IF_MATCH_MISSING, IF_MATCH_STALE, Refusal
 from ..forge_checks import recheck_outbox
+from ..identity import IDENT
 from ..models import Actor, Policy, ProjectConfig
 from ..outcomes import (
     ConfigVersion,
@@ -108,10 +110,17 @@ def get_config(chain: Chain, project: str, actor: Actor) -> ConfigVersion:
     return ConfigVersion(version=entry["version"], config=entry["config"])
 
 
+def _valid_policy_id(policy_id: str) -> None:
+    """A policy id is an id like every other (the configuration and plans name policies by it)."""
+    if not re.fullmatch(IDENT, policy_id):
+        raise Refusal("VALIDATION_FAILED", f"policy_id: must match {IDENT}")
+
+
 def put_policy(
     chain: Chain, project: str, policy_id: str, actor: Actor, policy: Policy
 ) -> PolicyVersionStored:
     need(actor, "admin")
+    _valid_policy_id(policy_id)
 
     def attempt() -> PolicyVersionStored:
         stream, state = chain.project(project)
@@ -149,6 +158,7 @@ def get_policy(
     chain: Chain, project: str, policy_id: str, actor: Actor, version: int | None
 ) -> PolicyVersion:
     need(actor)
+    _valid_policy_id(policy_id)
     _stream, state = chain.project(project)
     found = state.policy(policy_id, version=version)
     if found is None:

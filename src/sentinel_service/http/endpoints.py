@@ -15,11 +15,12 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.depends import Depends
-from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.request import Request
 from pydantic import BaseModel, ConfigDict
 
 from sentinel_domain.errors import Refusal, StoreUnavailable
+from sentinel_domain.identity import IDENT
 from sentinel_domain.models import (
     CandidateRequest,
     ChangeContextRequest,
@@ -46,6 +47,7 @@ from sentinel_domain.outcomes import (
     EvidenceRecorded,
     PlanProposed,
     PlanStored,
+    PlanVersionRead,
     PolicyList,
     PolicyVersion,
     PolicyVersionStored,
@@ -236,8 +238,12 @@ def get_config(project: str, svc: Svc, call: Caller) -> Response[ConfigVersion]:
     return respond("get_config", current, etag=str(current.version))
 
 
+# A policy id in a path is an id like any other (identity.IDENT): a bad one is 422, after the role check.
+PolicyId = Annotated[str, Path(pattern=IDENT, description="a policy id")]
+
+
 def put_policy(
-    project: str, policy_id: str, body: Annotated[Policy, Body()], svc: Svc, call: Caller
+    project: str, policy_id: PolicyId, body: Annotated[Policy, Body()], svc: Svc, call: Caller
 ) -> Response[PolicyVersionStored]:
     return respond("put_policy", svc.gate.put_policy(project, policy_id, call.actor(project), body))
 
@@ -247,7 +253,11 @@ def list_policies(project: str, svc: Svc, call: Caller) -> Response[PolicyList]:
 
 
 def get_policy(
-    project: str, policy_id: str, svc: Svc, call: Caller, version: Annotated[int | None, Query(ge=1)] = None
+    project: str,
+    policy_id: PolicyId,
+    svc: Svc,
+    call: Caller,
+    version: Annotated[int | None, Query(ge=1)] = None,
 ) -> Response[PolicyVersion]:
     return respond("get_policy", svc.gate.get_policy(project, policy_id, call.actor(project), version))
 
@@ -298,6 +308,20 @@ def find_candidates(
 def get_candidate(project: str, candidate_id: str, svc: Svc, call: Caller) -> Response[CandidateView]:
     view = svc.gate.get_candidate(project, candidate_id, call.actor(project))
     return respond("get_candidate", view, etag=view.plan_digest)
+
+
+# A plan version is a positive integer, written without sign, spaces or leading zeros.
+PlanVersion = Annotated[str, Path(pattern=r"^[1-9][0-9]*$", description="a plan version: 1, 2, ...")]
+# A number longer than this names no version any candidate holds (and is never parsed whole).
+VERSION_DIGITS = 18
+
+
+def get_plan(
+    project: str, candidate_id: str, version: PlanVersion, svc: Svc, call: Caller
+) -> Response[PlanVersionRead]:
+    number = int(version) if len(version) <= VERSION_DIGITS else 10**VERSION_DIGITS
+    read = svc.gate.get_plan_version(project, candidate_id, call.actor(project), number)
+    return respond("get_plan", read, etag=read.plan_digest)
 
 
 def candidate_audit(
@@ -430,6 +454,7 @@ ENDPOINTS: dict[str, Callable[..., Response[Any]]] = {
         add_change_context,
         find_candidates,
         get_candidate,
+        get_plan,
         candidate_audit,
         propose,
         put_plan,

@@ -8,7 +8,13 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 
 from sentinel_domain.models import Plan
-from sentinel_domain.outcomes import DecisionNotRecorded, DecisionRecorded, PlanProposed, PlanStored
+from sentinel_domain.outcomes import (
+    DecisionNotRecorded,
+    DecisionRecorded,
+    PlanProposed,
+    PlanStored,
+    PlanVersionRead,
+)
 from sentinel_service.http.endpoints import ENDPOINTS
 from sentinel_service.http.resolver import build_resolver
 from sentinel_service.http.routes import ROUTES, C, Route
@@ -170,6 +176,7 @@ def _document(doc: dict[str, Any]) -> dict[str, Any]:
     for stored in (
         PlanStored.__name__,
         PlanProposed.__name__,
+        PlanVersionRead.__name__,
     ):  # the normalised plan: exactly what was approved
         schemas[stored]["properties"]["plan"] = _ref("Plan")
     put_plan = doc["paths"][C + "/plan"]["put"]["requestBody"]["content"]["application/json"]

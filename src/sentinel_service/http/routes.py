@@ -66,6 +66,7 @@ ROUTES: tuple[Route, ...] = (
           "Create a candidate from its change", 201),
     Route("GET", P + "/candidates", "find_candidates", "gating", "any", "Look candidates up"),
     Route("GET", C, "get_candidate", "gating", "any", "The candidate's whole state"),
+    Route("GET", C + "/plans/{version}", "get_plan", "gating", "any", "Read one stored plan version"),
     Route("POST", C + "/change-context", "add_change_context", "gating", "requester, publisher",
           "Add change context", 201),
     Route("GET", C + "/decision", "get_decision", "gating", "any", "Evaluate without recording"),

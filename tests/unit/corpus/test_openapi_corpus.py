@@ -293,8 +293,10 @@ EXPECTED: dict[str, dict[str, tuple[str, list[tuple[str, str, bool, str]]]]] = {
         # had none: unchanged; 201 and 400 lost their bodies). The path-level `domain` moved into the
         # operation: no change. /register went from bearerAuth-or-OAuth to OAuth with scope write:pets, and
         # OAuth's token and authorization URLs changed. In /subscribe's callback the API sends `message` as a
-        # string now (breaking the receiver), `encoding` changed, and `bye` no longer sends a body. Servers
-        # and x- extensions are not changes.
+        # string now (breaking the receiver), `encoding` changed, and `bye` no longer sends a body. The
+        # document's servers lost "tufin.com" (every operation is served elsewhere: breaking);
+        # install-command's path item and operation gained servers of their own (added: info). x- extensions
+        # are not changes.
         "GET /api/{domain}/{project}/badges/security-score": (
             "changed",
             [
@@ -321,6 +323,7 @@ EXPECTED: dict[str, dict[str, tuple[str, list[tuple[str, str, bool, str]]]]] = {
                 ("media-type-removed", "response 400 application/json", True, ""),
                 ("response-added", "response default", False, ""),
                 ("security-removed", "", False, "the operation can now be called without credentials"),
+                ("servers-changed", "document servers", True, 'removed or changed "tufin.com"'),
             ],
         ),
         "GET /api/{domain}/{project}/install-command": (
@@ -330,6 +333,14 @@ EXPECTED: dict[str, dict[str, tuple[str, list[tuple[str, str, bool, str]]]]] = {
                 ("schema-enum-changed", "parameter path project", False, 'values added "test1"'),
                 ("parameter-removed", "parameter header network-policies", True, ""),
                 ("security-removed", "", False, "the operation can now be called without credentials"),
+                ("servers-changed", "document servers", True, 'removed or changed "tufin.com"'),
+                ("servers-changed", "path servers", False, 'added "https://api.oasdiff.com"'),
+                (
+                    "servers-changed",
+                    "servers",
+                    False,
+                    'added "https://api.oasdiff.com", "https://www.oasdiff.com"',
+                ),
             ],
         ),
         "POST /register": (
@@ -339,6 +350,7 @@ EXPECTED: dict[str, dict[str, tuple[str, list[tuple[str, str, bool, str]]]]] = {
                 ("security-scopes-added", "", True, '"OAuth"'),
                 ("security-scheme-changed", "", True, '"OAuth": both'),
                 ("callback-added", "callback myEvent", False, ""),
+                ("servers-changed", "document servers", True, 'removed or changed "tufin.com"'),
             ],
         ),
         "POST /subscribe": (
@@ -359,6 +371,7 @@ EXPECTED: dict[str, dict[str, tuple[str, list[tuple[str, str, bool, str]]]]] = {
                     "encoding changed",
                 ),
                 ("request-body-removed", "callback myEvent bye POST request body", True, ""),
+                ("servers-changed", "document servers", True, 'removed or changed "tufin.com"'),
             ],
         ),
     },

@@ -30,6 +30,13 @@ def judged_in_full(self: PlanWalk, *_: object) -> list[int]:
     return list(range(len(self.pairs)))
 
 
+def unit_tests(min_tests: int) -> Policy:
+    """The unit-tests policy with another minimum: none makes it an exit-code policy (a JUnit report is then
+    evidence of the wrong kind, and both paths must say so alike)."""
+    check_type = "junit" if min_tests else "exit_code"
+    return Policy.model_validate({**UNIT_POLICY, "min_tests": min_tests, "check_type": check_type})
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     evidence=st.lists(EVIDENCE, min_size=0, max_size=3),
@@ -52,7 +59,7 @@ def test_the_walk_decides_exactly_as_judging_every_pair(evidence, first, amend, 
     world = World()
     cand = approved(world)
     if first is not None:
-        policy = Policy.model_validate({**UNIT_POLICY, "min_tests": first})
+        policy = unit_tests(first)
         world.gate.put_policy(PROJECT, "unit-tests", ADMIN, policy)
     ids = []
     for xml, ago, trusted in evidence:
@@ -64,9 +71,7 @@ def test_the_walk_decides_exactly_as_judging_every_pair(evidence, first, amend, 
     if reported:
         report(world, cand.cid, cand.digest, evidence_ids=tuple(ids[-1:]))
     if amend is not None:
-        world.gate.put_policy(
-            PROJECT, "unit-tests", ADMIN, Policy.model_validate({**UNIT_POLICY, "min_tests": amend})
-        )
+        world.gate.put_policy(PROJECT, "unit-tests", ADMIN, unit_tests(amend))
     as_of = format_time(START + timedelta(seconds=later)) if later else None
     # When the decision is asked with the walk, and with every pair judged in full
     walked = world.gate.decision(PROJECT, cand.cid, REQUESTER, as_of).as_json()

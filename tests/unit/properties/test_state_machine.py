@@ -160,6 +160,8 @@ class Evidence:
     binding: tuple[tuple[str, ...], str, int] | None  # (covered obligations, policy, policy version) at write
     trusted_at_write: bool
     seq: int
+    # A kind the policy at write does not take (a JUnit report for an exit-code policy): never decides.
+    wrong_kind: bool = False
 
 
 @dataclass
@@ -279,6 +281,7 @@ class Model:
             and e.revision == c.revision
             and e.environment == c.environment
             and covers(e.scope, obligation[1])
+            and not e.wrong_kind
         ]
         if not deciding:
             return False
@@ -982,6 +985,9 @@ class GateMachine(RuleBasedStateMachine):
                 bound,
                 trusted,
                 self.order,
+                entry is not None
+                and kind != entry[1]["check_type"]
+                and not (kind == "exit_code" and entry[1]["min_tests"] >= 1),
             )
         )
         c.writes += 1
