@@ -144,6 +144,10 @@ def test_apply_then_export_round_trips_to_no_change(gate, sentinel, project, tmp
         assert changes["config"]["status"] == "unchanged"
         assert changes["policies"]["added"] == {} and changes["policies"]["changed"] == {}
         assert sorted(changes["policies"]["unchanged"]) == sorted(applied["policies"])
+    # And the export printed to standard output reads back as the same file
+    code, out, err = sentinel("export", "--project", project["name"])
+    assert code == 0 and out.startswith("# sentinel export: project "), err
+    assert yaml.safe_load(out) == yaml.safe_load((tmp_path / "exported.yaml").read_text())
     # And applying the example again writes nothing
     code, out, err = sentinel("apply", "-f", str(path), "--yes")
     assert code == 0 and "no change" in out, err

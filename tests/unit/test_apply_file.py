@@ -106,6 +106,7 @@ def test_several_problems_say_how_many_more(tmp_path: Path) -> None:
         ("version: [1\n", "not valid YAML"),
         ("- 1\n- 2\n", "must be a mapping"),
         ("", "empty"),
+        ('version: !!python/object/apply:os.system ["true"]\n', "is not allowed"),
         (
             "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
             + "".join(
@@ -117,7 +118,7 @@ def test_several_problems_say_how_many_more(tmp_path: Path) -> None:
             "nodes",
         ),
     ],
-    ids=["duplicate-key", "broken-yaml", "not-a-mapping", "empty", "alias-bomb"],
+    ids=["duplicate-key", "broken-yaml", "not-a-mapping", "empty", "object-tag", "alias-bomb"],
 )
 def test_unreadable_text_is_refused_before_validation(tmp_path: Path, text: str, words: str) -> None:
     refused = refusal(written(tmp_path, text))
