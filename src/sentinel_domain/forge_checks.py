@@ -25,7 +25,7 @@ from .times import format_time, parse_time
 FORGE_CHECK_KIND = "forge_check"  # outbox kind: re-publish one candidate's check
 FORGE_RECHECK_KIND = "forge_recheck"  # outbox kind: re-publish every checked candidate of a project
 # Project-chain facts after which any candidate's decision may differ with nothing written on its own chain.
-RECHECK_FACTS = frozenset({"config.set", "policy.set", "principal.revoked"})
+RECHECK_FACTS = frozenset({"config.set", "policy.set", "bundle.set", "principal.revoked"})
 
 
 def check_name(environment: str) -> str:

@@ -205,6 +205,19 @@ class Policy(Strict):
         return cls.model_validate({**policy, "check_type": stored_check_type(policy)})
 
 
+# A bundle's policies all ride in one fact (one store item, at most 400 KB): the route's 256 KiB body limit
+# bounds its size, this bounds how many versions one write may create.
+MAX_BUNDLE_POLICIES = 200
+
+
+class ProjectBundle(Strict):
+    """A project's configuration and policies, applied together as one fact (`PUT .../bundle`): policies
+    absent from the bundle are left as they are; a policy equal to its current version gets no new one."""
+
+    config: ProjectConfig
+    policies: dict[Ident, Policy] = Field(default_factory=dict, max_length=MAX_BUNDLE_POLICIES)
+
+
 class OpenApiChange(Strict):
     """One OpenAPI document before and after the change. Each side is a JSON object, YAML or JSON text, or
     null (the document was added or removed). Parsed and checked by sentinel_domain.openapi during

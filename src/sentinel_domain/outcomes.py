@@ -88,6 +88,25 @@ class PolicyList(Outcome):
     policies: list[PolicyVersion]
 
 
+class BundleChanges(Outcome):
+    config: bool  # whether the configuration got a new version
+    policies: list[str]  # the policies that got a new version, sorted
+
+
+class BundleApplied(Outcome):
+    """A bundle applied: the configuration's version and every named policy's, after the write (the current
+    ones when nothing differed: then nothing was written and `seq` is the chain's head as it was)."""
+
+    config_version: int
+    policies: dict[str, int]
+    changed: BundleChanges
+    seq: int
+
+    @property
+    def wrote(self) -> bool:
+        return self.changed.config or bool(self.changed.policies)
+
+
 class AuditPage(Outcome):
     """One page of a chain's events (as stored: a tampered event is shown as it is) and the whole chain's
     verification."""

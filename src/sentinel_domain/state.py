@@ -30,6 +30,34 @@ def _visible(fact: dict[str, Any], as_of: str | None) -> bool:
     return as_of is None or fact["recorded_at"] <= as_of
 
 
+SETTING_FACTS = frozenset({"config.set", "policy.set"})
+BUNDLE_FACT = "bundle.set"
+
+
+def setting_entries(fact: dict[str, Any]) -> list[dict[str, Any]]:
+    """A fact as the configuration and policy versions it sets, each shaped as the `config.set` or
+    `policy.set` fact a separate write records: a bundle (`bundle.set`, one fact for a configuration and the
+    policies written with it) sets the same versions its separate writes would, at its own seq and instant."""
+    if fact["type"] in SETTING_FACTS:
+        return [fact]
+    if fact["type"] != BUNDLE_FACT:
+        return []
+    shared = {k: v for k, v in fact.items() if k in ("actor", "recorded_at") or k.startswith("_")}
+    entries = [
+        {
+            **shared,
+            "type": "policy.set",
+            "policy_id": p["policy_id"],
+            "version": p["version"],
+            "policy": p["policy"],
+        }
+        for p in fact["policies"]
+    ]
+    if fact.get("config") is not None:
+        entries.append({**shared, "type": "config.set", **fact["config"]})
+    return entries
+
+
 @dataclass
 class ProjectState:
     project: str
@@ -39,6 +67,7 @@ class ProjectState:
         default_factory=dict, repr=False, compare=False
     )
     _revoked_memo: dict[str | None, dict[str, str]] = field(default_factory=dict, repr=False, compare=False)
+    _settings_memo: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_facts(cls, project: str, facts: dict[int, str]) -> "ProjectState":
@@ -47,8 +76,15 @@ class ProjectState:
     def visible(self, as_of: str | None) -> list[dict[str, Any]]:
         return [f for f in self.facts if _visible(f, as_of)]
 
+    def settings(self, as_of: str | None = None) -> list[dict[str, Any]]:
+        """The configuration and policy versions set at or before `as_of`, in chain order, one entry each
+        (`setting_entries`): whether written alone or in a bundle, they read the same."""
+        if self._settings_memo is None:
+            self._settings_memo = [entry for f in self.facts for entry in setting_entries(f)]
+        return [f for f in self._settings_memo if _visible(f, as_of)]
+
     def config_entry(self, as_of: str | None = None) -> dict[str, Any] | None:
-        entries = [f for f in self.visible(as_of) if f["type"] == "config.set"]
+        entries = [f for f in self.settings(as_of) if f["type"] == "config.set"]
         return entries[-1] if entries else None
 
     def config(self, as_of: str | None = None) -> ProjectConfig | None:
@@ -60,7 +96,7 @@ class ProjectState:
         return int(entry["version"]) if entry else 0
 
     def policy_versions(self, policy_id: str, as_of: str | None = None) -> list[dict[str, Any]]:
-        return [f for f in self.visible(as_of) if f["type"] == "policy.set" and f["policy_id"] == policy_id]
+        return [f for f in self.settings(as_of) if f["type"] == "policy.set" and f["policy_id"] == policy_id]
 
     def policy(
         self, policy_id: str, as_of: str | None = None, version: int | None = None
@@ -81,7 +117,7 @@ class ProjectState:
 
     def policies(self, as_of: str | None = None) -> dict[str, tuple[int, Policy]]:
         out: dict[str, tuple[int, Policy]] = {}
-        for f in self.visible(as_of):
+        for f in self.settings(as_of):
             if f["type"] == "policy.set":
                 out[f["policy_id"]] = (int(f["version"]), Policy.stored(f["policy"]))
         return out

@@ -17,6 +17,7 @@ from sentinel_service.adapters.principals import DirectoryUnavailable, Principal
 from sentinel_service.adapters.token_key import TokenKeyUnavailable
 from sentinel_service.adapters.tokens import parse_duration
 
+from . import apply_cli
 from .audit_cli import add_audit_commands
 from .data_dir import DataDirUnavailable
 from .output import fail
@@ -177,6 +178,7 @@ def register(commands: Commands) -> None:
     exposure.set_defaults(run=cmd_audit_exposure)
     add_audit_commands(audit)
     add_receipt_commands(sub)
+    apply_cli.register(commands)
 
     # The harness is imported only when it runs: a packaged runner carries `local` without `evaluation`.
     evaluate = sub.add_parser("eval", help="replay the scenario catalog twice through the real handlers")

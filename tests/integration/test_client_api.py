@@ -118,6 +118,13 @@ ROUTES: list[tuple[str, Callable[[SentinelClient], Response], str, str, object]]
         {"environments": []},
     ),
     (
+        "put_bundle",
+        lambda c: c.put_bundle("p", {"config": {}, "policies": {}}),
+        "PUT",
+        "/v1/projects/p/bundle",
+        {"config": {}, "policies": {}},
+    ),
+    (
         "put_policy",
         lambda c: c.put_policy("p", "unit-tests", {"check_type": "junit"}),
         "PUT",
@@ -315,9 +322,12 @@ def test_if_match_is_sent_on_config_and_proposals(server: RecordingServer) -> No
     # When config and proposal writes carry a version
     client.put_config("p", {}, if_match="v1")
     config_headers = server.last.headers
+    client.put_bundle("p", {"config": {}}, if_match="3")
+    bundle_headers = server.last.headers
     client.propose("p", "c1", if_match="d1", idempotency_key="k-9")
     # Then each carries its quoted If-Match (and the proposal its key)
     assert config_headers["if-match"] == '"v1"'
+    assert bundle_headers["if-match"] == '"3"'
     assert server.last.headers["if-match"] == '"d1"'
     assert server.last.headers["idempotency-key"] == "k-9"
 

@@ -287,6 +287,10 @@ class SentinelClient:
     def put_config(self, project: str, config: Mapping[str, Any], if_match: str | None = None) -> Response:
         return self.request("PUT", f"{self._project(project)}/config", config, if_match=if_match)
 
+    def put_bundle(self, project: str, body: Mapping[str, Any], if_match: str | None = None) -> Response:
+        """The configuration and policies as one write: `{"config": {...}, "policies": {id: {...}}}`."""
+        return self.request("PUT", f"{self._project(project)}/bundle", body, if_match=if_match)
+
     def put_policy(self, project: str, policy_id: str, policy: Mapping[str, Any]) -> Response:
         return self.request("PUT", f"{self._project(project)}/policies/{_segment(policy_id)}", policy)
 

@@ -472,3 +472,10 @@ def _load(value: Any, budget: Budget) -> Document | None:
         )
     root["openapi"] = version
     return Document(root)  # checks every reference now, so a bad one is refused whatever the diff reaches
+
+
+def read_text(text: str) -> Any:
+    """YAML or JSON text as plain JSON values, read under a document's caps (size, depth, nodes with YAML
+    aliases expanded, duplicate keys refused), for other files people write in YAML (`sentinel apply`'s).
+    Not checked to be OpenAPI. Raises MalformedOpenApi."""
+    return _parse_text(text, _Counter(Budget()))

@@ -15,6 +15,7 @@ from ..models import (
     EvidenceRequest,
     ExecutionRequest,
     Policy,
+    ProjectBundle,
     ProjectConfig,
     ReportRequest,
     ReviewRequest,
@@ -23,6 +24,7 @@ from ..models import (
 from ..outcomes import (
     ActionExecuted,
     AuditPage,
+    BundleApplied,
     CandidateCreated,
     CandidatePage,
     CandidateView,
@@ -129,6 +131,11 @@ class Gate:
         self, project: str, actor: Actor, config: ProjectConfig, if_match: str | None
     ) -> ConfigVersionStored:
         return projects.put_config(self.chain, project, actor, config, if_match)
+
+    def put_bundle(
+        self, project: str, actor: Actor, bundle: ProjectBundle, if_match: str | None
+    ) -> BundleApplied:
+        return projects.put_bundle(self.chain, project, actor, bundle, if_match)
 
     def get_config(self, project: str, actor: Actor) -> ConfigVersion:
         return projects.get_config(self.chain, project, actor)

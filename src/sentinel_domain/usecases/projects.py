@@ -2,13 +2,16 @@
 the API), the project's configuration and its policies."""
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import IF_MATCH_MISSING, IF_MATCH_STALE, Refusal
 from ..forge_checks import recheck_outbox
 from ..identity import IDENT
-from ..models import Actor, Policy, ProjectConfig
+from ..models import Actor, Policy, ProjectBundle, ProjectConfig
 from ..outcomes import (
+    BundleApplied,
+    BundleChanges,
     ConfigVersion,
     ConfigVersionStored,
     PolicyList,
@@ -17,6 +20,7 @@ from ..outcomes import (
     ProjectEventRecorded,
 )
 from ..ports import Stream, StreamRef
+from ..state import BUNDLE_FACT, ProjectState
 from .chain import OPERATOR, Chain, CommitRequest, if_match_value, need
 
 
@@ -51,6 +55,52 @@ def record_project_event(
     return chain.retrying(attempt)
 
 
+def _require_if_match(version: int, if_match: str | None) -> None:
+    """The configuration's optimistic version: once one exists, every write names it (missing or stale)."""
+    wanted = if_match_value(if_match)
+    if version and wanted is None:
+        raise Refusal(
+            "VERSION_CONFLICT",
+            "replacing the configuration needs If-Match with its ETag",
+            reason=IF_MATCH_MISSING,
+        )
+    if wanted is not None and wanted != str(version):
+        raise Refusal(
+            "VERSION_CONFLICT",
+            f"If-Match names version {wanted}; the current one is {version}",
+            reason=IF_MATCH_STALE,
+        )
+
+
+def _judge_config(config: ProjectConfig, policy_ids: Iterable[str]) -> None:
+    """What a configuration must satisfy against the policies there will be when it is in force."""
+    named = {config.unclassified_policy, *(r.policy_id for r in config.derivation_rules)}
+    missing = sorted(named - set(policy_ids))
+    if missing:
+        raise Refusal("VALIDATION_FAILED", f"unknown policies {', '.join(missing)}: create them first")
+    for rule in config.derivation_rules:
+        if bool(rule.files) == bool(rule.openapi):
+            raise Refusal("VALIDATION_FAILED", "each derivation rule names either files or openapi")
+
+
+def _next_policy_version(state: ProjectState, policy_id: str) -> int:
+    return len(state.policy_versions(policy_id)) + 1
+
+
+def _claim_forge(chain: Chain, project: str, config: ProjectConfig) -> None:
+    if config.github is not None:
+        from .forge import claim_repositories  # only a configuration that names a forge needs the index
+
+        claim_repositories(chain, project, config.github)
+
+
+def _config_outbox(
+    config: ProjectConfig, state: ProjectState, project: str, fact_type: str
+) -> list[dict[str, Any]]:
+    # The configuration in force before and after: either may map repositories whose checks change.
+    return recheck_outbox(config if config.github else state.config(), project, fact_type)
+
+
 def put_config(
     chain: Chain, project: str, actor: Actor, config: ProjectConfig, if_match: str | None
 ) -> ConfigVersionStored:
@@ -59,31 +109,9 @@ def put_config(
     def attempt() -> ConfigVersionStored:
         stream, state = chain.project(project)
         version = state.config_version()
-        wanted = if_match_value(if_match)
-        if version and wanted is None:
-            raise Refusal(
-                "VERSION_CONFLICT",
-                "replacing the configuration needs If-Match with its ETag",
-                reason=IF_MATCH_MISSING,
-            )
-        if wanted is not None and wanted != str(version):
-            raise Refusal(
-                "VERSION_CONFLICT",
-                f"If-Match names version {wanted}; the current one is {version}",
-                reason=IF_MATCH_STALE,
-            )
-        policies = state.policies()
-        named = {config.unclassified_policy, *(r.policy_id for r in config.derivation_rules)}
-        missing = sorted(named - set(policies))
-        if missing:
-            raise Refusal("VALIDATION_FAILED", f"unknown policies {', '.join(missing)}: create them first")
-        for rule in config.derivation_rules:
-            if bool(rule.files) == bool(rule.openapi):
-                raise Refusal("VALIDATION_FAILED", "each derivation rule names either files or openapi")
-        if config.github is not None:
-            from .forge import claim_repositories  # only a configuration that names a forge needs the index
-
-            claim_repositories(chain, project, config.github)
+        _require_if_match(version, if_match)
+        _judge_config(config, state.policies())
+        _claim_forge(chain, project, config)
         fact = {
             "type": "config.set",
             "version": version + 1,
@@ -91,12 +119,71 @@ def put_config(
             "actor": actor.fact(),
             "recorded_at": chain.now(),
         }
-        # The configuration in force before and after: either may map repositories whose checks change.
-        outbox = recheck_outbox(config if config.github else state.config(), project, "config.set")
+        outbox = _config_outbox(config, state, project, "config.set")
         return chain.commit(
             CommitRequest(stream, actor.id, fact, outbox=outbox),
             lambda seq: ConfigVersionStored(version=version + 1, config=config, seq=seq),
         )
+
+    return chain.retrying(attempt)
+
+
+def put_bundle(
+    chain: Chain, project: str, actor: Actor, bundle: ProjectBundle, if_match: str | None
+) -> BundleApplied:
+    """The configuration and any number of policies as one fact (`bundle.set`), judged as their separate
+    writes would be (the configuration against the policies there will be once the bundle is in force), so
+    either all of it is recorded or nothing is. Only what differs from the current versions gets a new
+    version; a bundle that differs in nothing writes nothing."""
+    need(actor, "admin")
+
+    def attempt() -> BundleApplied:
+        stream, state = chain.project(project)
+        version = state.config_version()
+        _require_if_match(version, if_match)
+        current = state.policies()
+        changed = sorted(
+            pid
+            for pid, policy in bundle.policies.items()
+            if pid not in current or current[pid][1].model_dump(mode="json") != policy.model_dump(mode="json")
+        )
+        _judge_config(bundle.config, {*current, *bundle.policies})
+        in_force = state.config()
+        config_changed = in_force is None or in_force.stored() != bundle.config.stored()
+        versions = {pid: current[pid][0] for pid in bundle.policies if pid not in changed}
+        new_versions = {pid: _next_policy_version(state, pid) for pid in changed}
+        config_version = version + 1 if config_changed else version
+
+        def outcome(seq: int) -> BundleApplied:
+            return BundleApplied(
+                config_version=config_version,
+                policies=dict(sorted({**versions, **new_versions}.items())),
+                changed=BundleChanges(config=config_changed, policies=changed),
+                seq=seq,
+            )
+
+        if not config_changed and not changed:
+            return outcome(stream.seq)
+        if config_changed:
+            _claim_forge(chain, project, bundle.config)
+        fact = {
+            "type": BUNDLE_FACT,
+            "config": (
+                {"version": config_version, "config": bundle.config.stored()} if config_changed else None
+            ),
+            "policies": [
+                {
+                    "policy_id": pid,
+                    "version": new_versions[pid],
+                    "policy": bundle.policies[pid].model_dump(mode="json"),
+                }
+                for pid in changed
+            ],
+            "actor": actor.fact(),
+            "recorded_at": chain.now(),
+        }
+        outbox = _config_outbox(bundle.config, state, project, BUNDLE_FACT)
+        return chain.commit(CommitRequest(stream, actor.id, fact, outbox=outbox), outcome)
 
     return chain.retrying(attempt)
 
@@ -124,7 +211,7 @@ def put_policy(
 
     def attempt() -> PolicyVersionStored:
         stream, state = chain.project(project)
-        version = len(state.policy_versions(policy_id)) + 1
+        version = _next_policy_version(state, policy_id)
         fact = {
             "type": "policy.set",
             "policy_id": policy_id,

@@ -27,6 +27,7 @@ from sentinel_domain.models import (
     EvidenceRequest,
     ExecutionRequest,
     Policy,
+    ProjectBundle,
     ProjectConfig,
     ReportRequest,
     ReviewRequest,
@@ -35,6 +36,7 @@ from sentinel_domain.models import (
 from sentinel_domain.outcomes import (
     ActionExecuted,
     AuditPage,
+    BundleApplied,
     CandidateCreated,
     CandidatePage,
     CandidateView,
@@ -68,6 +70,8 @@ SERVICES = "sentinel_services"  # the resolver context's key for the provider (s
 STATUS = {route.operation: route.status for route in ROUTES}  # each route's success status, from the table
 # A decision the gate could not record is answered, not refused (API.md): 200 with "recorded": false.
 NOT_RECORDED_STATUS = 200
+# A bundle that differs in nothing from the current versions writes nothing: 200, the same body (API.md).
+UNCHANGED_STATUS = 200
 DEGRADED_STATUS, DEGRADED_RETRY_AFTER = 503, "5"
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
@@ -231,6 +235,14 @@ def put_config(
 ) -> Response[ConfigVersionStored]:
     stored = svc.gate.put_config(project, call.actor(project), body, call.header("if-match"))
     return respond("put_config", stored, etag=str(stored.version))
+
+
+def put_bundle(
+    project: str, body: Annotated[ProjectBundle, Body()], svc: Svc, call: Caller
+) -> Response[BundleApplied]:
+    applied = svc.gate.put_bundle(project, call.actor(project), body, call.header("if-match"))
+    status = None if applied.wrote else UNCHANGED_STATUS
+    return respond("put_bundle", applied, etag=str(applied.config_version), status=status)
 
 
 def get_config(project: str, svc: Svc, call: Caller) -> Response[ConfigVersion]:
@@ -445,6 +457,7 @@ ENDPOINTS: dict[str, Callable[..., Response[Any]]] = {
         keys,
         whoami,
         put_config,
+        put_bundle,
         get_config,
         put_policy,
         list_policies,

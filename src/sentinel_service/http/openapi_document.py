@@ -77,7 +77,7 @@ def _statuses(route: Route) -> list[int]:
     out = [404, 403, 422, 429, 503]
     if route.method in ("POST", "PUT"):
         out += [409, 413, 415]
-    if route.path.endswith(("/plan", "/config", "/proposals")):
+    if route.path.endswith(("/plan", "/config", "/bundle", "/proposals")):
         out += [412, 428]
     if route.path.endswith("/executions"):
         out += [400]
@@ -126,6 +126,8 @@ def _document(doc: dict[str, Any]) -> dict[str, Any]:
                 "description": "hold with STATE_UNAVAILABLE: nothing was recorded",
                 "content": _json(_ref(DecisionNotRecorded.__name__)),
             }
+        if route.operation == "put_bundle":
+            responses["200"] = {"description": "nothing differs: nothing was written", **success}
         for status in _statuses(route):
             responses[str(status)] = {"description": REFUSAL_DESCRIPTIONS[status], "content": problem}
         if route.path == "/v1/health":
@@ -158,7 +160,7 @@ def _document(doc: dict[str, Any]) -> dict[str, Any]:
                     "description": "replays the first success of the same request; see DOMAIN.md rule 17",
                 }
             )
-        if route.path.endswith(("/plan", "/config", "/proposals")):
+        if route.path.endswith(("/plan", "/config", "/bundle", "/proposals")):
             headers.append(
                 {
                     "name": "If-Match",

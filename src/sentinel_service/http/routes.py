@@ -56,6 +56,8 @@ ROUTES: tuple[Route, ...] = (
     Route("PUT", P + "/config", "put_config", "gating", "admin",
           "Set the project configuration (a new version)", 201),
     Route("GET", P + "/config", "get_config", "gating", "any", "Read the project configuration"),
+    Route("PUT", P + "/bundle", "put_bundle", "gating", "admin",
+          "Set the configuration and policies together (one write; 200 when nothing differs)", 201),
     Route("PUT", P + "/policies/{policy_id}", "put_policy", "gating", "admin",
           "Create or amend a policy", 201),
     Route("GET", P + "/policies", "list_policies", "gating", "any", "List policies"),
