@@ -32,7 +32,7 @@ class Commands:
         self._groups: dict[str, Any] = {}
         self._names: set[str] = set()
         # Each says what an exception of its registration's means, as (code, message, next step), or None.
-        self.translators: list[Callable[[BaseException], tuple[str, str, str] | None]] = []
+        self.translators: list[Callable[[BaseException], tuple[str, str, str | None] | None]] = []
         parser.set_defaults(translators=self.translators)
 
     def command(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
