@@ -260,7 +260,11 @@ def _translate_aws(error: BaseException) -> tuple[str, str, str | None] | None:
                 "use a role with the operator's permissions on the stage's tables and token key",
             )
         if code == "ValidationError" and "does not exist" in message:
-            return "STACK_NOT_FOUND", message, "check --aws-stage and --aws-region (the stack is Sentinel-STAGE)"
+            return (
+                "STACK_NOT_FOUND",
+                message,
+                "check --aws-stage and --aws-region (the stack: Sentinel-STAGE)",
+            )
         return "STATE_UNAVAILABLE", f"AWS said {code}: {message}", None
     return "STATE_UNAVAILABLE", f"the store did not answer: {said}", None
 

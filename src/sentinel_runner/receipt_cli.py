@@ -47,6 +47,7 @@ KEYS_PATH = "/v1/keys"
 class InsecureUrl(ValueError):
     """A gate's URL a key list must not be fetched from (plain http off loopback)."""
 
+
 TIMEOUT_SECONDS = 10
 
 

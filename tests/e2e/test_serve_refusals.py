@@ -14,9 +14,7 @@ SERVE = [sys.executable, "-m", "sentinel_runner.cli", "serve"]
 
 
 def refused(*argv: str, cwd: Path) -> tuple[int, str, str]:
-    done = subprocess.run(
-        [*SERVE, *argv], capture_output=True, text=True, timeout=60, check=False, cwd=cwd
-    )
+    done = subprocess.run([*SERVE, *argv], capture_output=True, text=True, timeout=60, check=False, cwd=cwd)
     return done.returncode, done.stdout, done.stderr
 
 

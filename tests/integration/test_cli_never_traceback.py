@@ -90,7 +90,7 @@ def dummy(action: argparse.Action, scratch: Path) -> str:
         return "0" * 40
     if "digest" in name:
         return "0" * 64
-    if name in ("file", "files", "out", "source", "report", "junit", "artifact", "from", "f") or "file" in name:
+    if name in ("out", "source", "report", "junit", "artifact", "from", "f") or "file" in name:
         return str(scratch / "absent-input")
     if "url" in name:
         return f"http://127.0.0.1:{closed_port()}/v1"
@@ -192,7 +192,7 @@ def test_the_walker_finds_client_and_server_commands_and_groups() -> None:
     # Given the full parser; When it is walked
     paths = {c.path for c in walk(build_parser(registrations=[register])[0])}
     # Then it reaches top-level commands, group actions and a group created by a helper's own add_subparsers
-    assert {("whoami",), ("login",), ("context", "use"), ("principals", "add"), ("receipt", "verify")} <= paths
+    assert {("whoami",), ("context", "use"), ("principals", "add"), ("receipt", "verify")} <= paths
     assert ("serve",) in paths and ("principals",) not in paths
 
 

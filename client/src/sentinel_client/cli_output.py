@@ -45,7 +45,8 @@ NEXT_STEPS = {
     "BAD_RESPONSE": "the URL does not answer like a Sentinel gate: check it with `sentinel context show`",
     "STATE_UNAVAILABLE": "the store could not be used: fix what the message names (the data directory, the "
     "endpoint, the key files), then run again",
-    "CREDENTIALS_UNAVAILABLE": "sign in to the stage's AWS account (AWS_PROFILE, `aws sso login`), then run again",
+    "CREDENTIALS_UNAVAILABLE": "sign in to the stage's AWS account (AWS_PROFILE, `aws sso login`), then "
+    "run again",
     "PORT_IN_USE": "choose another --port (0 picks a free one), or stop what listens there",
     "HOST_NOT_LOOPBACK": "serve on 127.0.0.1 (the default); the local gate is for this machine only",
     "VALIDATION_FAILED": "fix the value the message names (`sentinel COMMAND --help` lists the options)",
