@@ -7,7 +7,8 @@ runs with any Python 3.11+ and its standard library alone:
     python sentinel-client.pyz hook ...          # `sentinel-hook ...`
 
 It is reproducible: the same sources give the same bytes (entries sorted, every timestamp SOURCE_DATE_EPOCH
-or 1980-01-01, every mode 0644, the same compression), so a published archive can be rebuilt and compared.
+or 1980-01-01, every mode 0644, no compression since zlib builds differ), so a published archive can be
+rebuilt and compared.
 The zip is written here with fixed entries, then handed to the standard library's `zipapp` for the shebang
 (its own directory walk stamps each file's mtime and the current time on `__main__.py`)."""
 
@@ -57,10 +58,12 @@ def build(target: Path, package: Path = PACKAGE) -> Path:
     with zipfile.ZipFile(archive, "w") as zipped:
         for name, content in sources(package):
             entry = zipfile.ZipInfo(name, date_time=stamp)
-            entry.compress_type = zipfile.ZIP_DEFLATED
+            # Stored, not deflated: compressed bytes depend on the zlib build (zlib-ng's differ), and the
+            # archive must be the same wherever it is rebuilt. It is a few hundred kilobytes either way.
+            entry.compress_type = zipfile.ZIP_STORED
             entry.external_attr = 0o100644 << 16
             entry.create_system = 3  # Unix, whatever the building machine: the mode above means the same
-            zipped.writestr(entry, content, compresslevel=9)
+            zipped.writestr(entry, content)
     archive.seek(0)
     target.parent.mkdir(parents=True, exist_ok=True)
     # A path given as str: zipapp marks only such a target executable.

@@ -63,8 +63,15 @@ def build_parser(
     broken: list[str] = []
     for module in _client_commands():
         module.register(commands)
-    for register in registrations if registrations is not None else _entry_points(broken):
-        register(commands)
+    if registrations is not None:
+        for register in registrations:
+            register(commands)
+        return parser, broken
+    for register in _entry_points(broken):
+        try:
+            register(commands)
+        except Exception as error:  # an installed server that cannot register leaves the client's commands
+            broken.append(f"{getattr(register, '__module__', register)}: {type(error).__name__}: {error}")
     return parser, broken
 
 
