@@ -9,10 +9,12 @@ from .gateway import LocalGateway
 
 # API Gateway's own payload limit; the handlers apply the per-route limits below it.
 GATEWAY_MAX_BODY = 10 * 1024 * 1024
+# The only hosts the local runner binds: it is not a security boundary (API.md, "The local runner").
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def make_server(gateway: LocalGateway, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if host not in LOOPBACK_HOSTS:
         raise ValueError("the local runner listens on loopback only: it is not a security boundary")
 
     class Handler(BaseHTTPRequestHandler):

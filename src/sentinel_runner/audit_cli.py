@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from sentinel_service.adapters.principals import DirectoryUnavailable
 from sentinel_service.adapters.token_key import TokenKeyUnavailable
 
 from .data_dir import DataDirUnavailable
+from .output import fail
 from .stores import add_store_options, services_for
 
 EXIT_VALID, EXIT_TAMPERED, EXIT_ERROR = 0, 1, 2
@@ -47,9 +47,9 @@ FAULTS = (
 )
 
 
-def _error(message: str) -> int:
-    print(f"error: STATE_UNAVAILABLE: {message}", file=sys.stderr)
-    return EXIT_ERROR
+def _error(message: str, code: str = "STATE_UNAVAILABLE", next_step: str | None = None) -> int:
+    """The check could not be made: one line and a next step, and this command's own exit code (2)."""
+    return fail(code, message, next_step, exit_code=EXIT_ERROR)
 
 
 def _line(ref: StreamRef, found: Verification, **more: Any) -> dict[str, Any]:
@@ -90,7 +90,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.source:
         return verify_export(Path(args.source), args.chain_key_file)
     if not args.project:
-        return _error("give --project P (or --from DIR for an export)")
+        return _error(
+            "give --project P (or --from DIR for an export)",
+            "SETTING_MISSING",
+            "name the project: `sentinel audit verify --project P`",
+        )
     try:
         services = services_for(args)
         seal = services.chain_seal()

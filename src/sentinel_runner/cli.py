@@ -209,37 +209,66 @@ _UNAVAILABLE = (
 )
 
 
-def _translate(error: BaseException) -> tuple[str, str, str] | None:
-    """What the server's exceptions mean, for the client's `sentinel` to say in one line."""
+def _translate(error: BaseException) -> tuple[str, str, str | None] | None:
+    """What the server's exceptions mean, for the client's `sentinel` to say in one line (a next step of
+    None is the client's for the code)."""
     if isinstance(error, Refusal):
-        return error.code, error.detail, ""
+        hints = [f.get("remediation_hint") for f in error.findings if isinstance(f, dict)]
+        return error.code, error.detail, next((h for h in hints if h), None)
     if isinstance(error, _UNAVAILABLE):
-        return "STATE_UNAVAILABLE", str(error) or type(error).__name__, "fix the store, then run again"
+        return "STATE_UNAVAILABLE", str(error) or type(error).__name__, None
     if isinstance(error, argparse.ArgumentTypeError):
-        return "VALIDATION_FAILED", str(error), ""
-    return _aws_said(error)
+        return "VALIDATION_FAILED", str(error), None
+    return _translate_aws(error)
 
 
-def _aws_said(error: BaseException) -> tuple[str, str, str] | None:
-    """The operator's own AWS credentials and the deployed stack (`--aws-stage`): what went wrong."""
+# AWS's error codes that mean "who you are did not check out", rather than "the store said no".
+_AWS_CREDENTIAL_CODES = frozenset(
+    {
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "SignatureDoesNotMatch",
+    }
+)
+
+
+def _translate_aws(error: BaseException) -> tuple[str, str, str | None] | None:
+    """botocore's failures (an operator command against DynamoDB or a deployed stack): no credentials, an
+    endpoint that does not answer, or AWS's refusal, each as one line. botocore is imported only when an
+    error is being explained: the client's commands never load it."""
+    if type(error).__module__.partition(".")[0] != "botocore":
+        return None
     from botocore import exceptions as aws
 
-    if isinstance(error, aws.NoCredentialsError | aws.PartialCredentialsError | aws.NoRegionError):
-        return (
-            "CREDENTIALS_UNAVAILABLE",
-            str(error),
-            "sign in to the stack's account (AWS_PROFILE, `aws sso login`), then run again",
-        )
+    said = " ".join(str(error).split())
+    if isinstance(error, aws.NoCredentialsError | aws.PartialCredentialsError | aws.CredentialRetrievalError):
+        return "CREDENTIALS_UNAVAILABLE", f"no usable AWS credentials: {said}", None
+    if isinstance(error, aws.NoRegionError):
+        return "CREDENTIALS_UNAVAILABLE", said, "name the stack's region with --aws-region"
+    if isinstance(error, aws.ProfileNotFound):
+        return "CREDENTIALS_UNAVAILABLE", said, "set AWS_PROFILE to a profile of ~/.aws/config"
     if isinstance(error, aws.ClientError):
-        code = error.response.get("Error", {}).get("Code", "ClientError")
-        return (
-            "STATE_UNAVAILABLE",
-            f"AWS refused: {code}: {error}",
-            "check the stage, region and your permissions",
-        )
-    if isinstance(error, aws.BotoCoreError):
-        return "STATE_UNAVAILABLE", str(error), "check the network, the region and the endpoint"
-    return None
+        details = error.response.get("Error", {})
+        code, message = str(details.get("Code", "")), str(details.get("Message", said))
+        if code in _AWS_CREDENTIAL_CODES:
+            return "CREDENTIALS_UNAVAILABLE", f"AWS refused the credentials ({code}): {message}", None
+        if code.startswith("AccessDenied"):
+            return (
+                "ACCESS_DENIED",
+                f"AWS refused ({code}): {message}",
+                "use a role with the operator's permissions on the stage's tables and token key",
+            )
+        if code == "ValidationError" and "does not exist" in message:
+            return (
+                "STACK_NOT_FOUND",
+                message,
+                "check --aws-stage and --aws-region (the stack: Sentinel-STAGE)",
+            )
+        return "STATE_UNAVAILABLE", f"AWS said {code}: {message}", None
+    return "STATE_UNAVAILABLE", f"the store did not answer: {said}", None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,11 +1,12 @@
-"""How the operator's commands say no: one line `error: CODE: message` on standard error, a next step when
-there is one, and a non-zero exit code; never a traceback."""
+"""How the operator's commands say no: one line `error: CODE: message` on standard error, a next step (the
+one given, else the client's for the code), and the documented exit code (sentinel_client.cli_output: 3 when
+the store or the gate is unavailable, 1 for any other refusal); never a traceback."""
 
-import sys
+from sentinel_client.cli_output import EXIT_REFUSED
+from sentinel_client.cli_output import fail as _fail
 
-EXIT_REFUSED = 1
+__all__ = ["EXIT_REFUSED", "fail"]
 
 
-def fail(code: str, message: str, next_step: str = "") -> int:
-    print(f"error: {code}: {message}" + (f"\nnext: {next_step}" if next_step else ""), file=sys.stderr)
-    return EXIT_REFUSED
+def fail(code: str, message: str, next_step: str | None = None, *, exit_code: int | None = None) -> int:
+    return _fail(code, message, next_step or None, exit_code=exit_code)

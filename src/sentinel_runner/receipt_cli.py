@@ -23,6 +23,7 @@ import ipaddress
 import json
 import os
 import sys
+import urllib.error
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +42,12 @@ from .data_dir import RECEIPT_KEY, default_data_dir, open_data_dir
 from .output import fail
 
 KEYS_PATH = "/v1/keys"
+
+
+class InsecureUrl(ValueError):
+    """A gate's URL a key list must not be fetched from (plain http off loopback)."""
+
+
 TIMEOUT_SECONDS = 10
 
 
@@ -62,7 +69,7 @@ def _fetch_keys(url: str) -> dict[str, Any]:
     except ValueError:
         loopback = parts.hostname == "localhost"
     if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
-        raise ValueError("the gate's URL must be https (http only for a loopback address)")
+        raise InsecureUrl("the gate's URL must be https (http only for a loopback address)")
     with urllib.request.urlopen(url.rstrip("/") + KEYS_PATH, timeout=TIMEOUT_SECONDS) as answer:
         body: dict[str, Any] = json.loads(answer.read(MAX_RECEIPT_BYTES))
     if not isinstance(body.get("keys"), list):
@@ -77,6 +84,12 @@ def cmd_keys(args: argparse.Namespace) -> int:
         document = _fetch_keys(args.url) if args.url else {"keys": [key_entry(_local_signer(args, True))]}
     except ReceiptSignerUnavailable as error:
         return fail("STATE_UNAVAILABLE", str(error), "check the data directory's receipt.key")
+    except urllib.error.HTTPError as error:
+        return fail("BAD_RESPONSE", f"the gate answered HTTP {error.code} to GET {KEYS_PATH}")
+    except urllib.error.URLError as error:
+        return fail("UNREACHABLE", f"cannot reach {args.url}: {error.reason}")
+    except InsecureUrl as error:
+        return fail("INSECURE_URL", str(error))
     except (OSError, ValueError) as error:
         return fail("STATE_UNAVAILABLE", f"cannot read the gate's keys: {error}")
     if args.json:

@@ -3,6 +3,7 @@ one JSON object saying where it listens, which store keeps its data and whether 
 restart; then it serves on loopback until SIGINT or SIGTERM."""
 
 import argparse
+import errno
 import json
 import shutil
 import signal
@@ -72,10 +73,20 @@ def open_store(args: argparse.Namespace, held: Startup) -> tuple[Any, EventLog, 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from sentinel_gateway.gateway import LocalGateway, TokenBucket
-    from sentinel_gateway.server import make_server, serve_in_thread
+    from sentinel_gateway.server import LOOPBACK_HOSTS, make_server, serve_in_thread
 
     from .seed import seed_demo
 
+    # Before anything is opened: the local gate is for this machine only, with no flag to widen it (its
+    # store is protected by file permissions, not by the API; a shared gate is the deployed stack).
+    if args.host not in LOOPBACK_HOSTS:
+        return fail(
+            "HOST_NOT_LOOPBACK",
+            f"--host {args.host} is not a loopback address: the local gate listens on this machine only",
+            "serve on 127.0.0.1 (the default); a gate for a team is the deployed stack (docs/deploy.md)",
+        )
+    if not 0 <= args.port <= 65535:
+        return fail("VALIDATION_FAILED", f"--port {args.port} is not a port (0 to 65535; 0 picks a free one)")
     held = Startup()
     try:
         try:
@@ -92,6 +103,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return fail(
                 "STATE_UNAVAILABLE", str(error), "fix the data directory, or choose another with --data"
             )
+        throttle = TokenBucket(args.rate, args.burst) if args.rate > 0 else None
+        # The socket before the relay: a port that cannot be had leaves no thread behind.
+        try:
+            server = make_server(LocalGateway(lambda: services, throttle=throttle), args.host, args.port)
+        except OSError as error:
+            return _cannot_listen(args.host, args.port, error)
         relay = OutboxRelay(
             services.store,
             log,
@@ -101,8 +118,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
             consumers=forge_consumers(services),
         )
         relay.start()
-        throttle = TokenBucket(args.rate, args.burst) if args.rate > 0 else None
-        server = make_server(LocalGateway(lambda: services, throttle=throttle), args.host, args.port)
         host, port = server.server_address[:2]
         banner: dict[str, Any] = {"url": f"http://{host}:{port}", **about, "event_log": str(log.path or "")}
         witness_path = getattr(services.witness, "path", None)
@@ -122,3 +137,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
     finally:
         held.close()
+
+
+def _cannot_listen(host: str, port: int, error: OSError) -> int:
+    if error.errno == errno.EADDRINUSE:
+        return fail("PORT_IN_USE", f"{host}:{port} is already in use")
+    reason = error.strerror or str(error)
+    if error.errno == errno.EACCES:
+        return fail(
+            "PORT_UNAVAILABLE",
+            f"cannot listen on {host}:{port}: {reason}",
+            "ports below 1024 need privileges: choose a port above 1024 (0 picks a free one)",
+        )
+    return fail(
+        "PORT_UNAVAILABLE",
+        f"cannot listen on {host}:{port}: {reason}",
+        "serve on 127.0.0.1 with another --port (0 picks a free one)",
+    )

@@ -79,7 +79,7 @@ def test_a_second_server_on_the_same_directory_refuses_to_start(tmp_path: Path) 
     finally:
         stop(first)
     # Then it refuses with one error line naming the cause and a next step, and no traceback
-    assert second.returncode == 1
+    assert second.returncode == 3  # unavailable (docs/cli.md, exit codes)
     assert err.startswith("error: STATE_UNAVAILABLE: another `sentinel serve`")
     assert "Traceback" not in err
 
@@ -131,7 +131,7 @@ def test_a_database_from_a_newer_version_is_refused_and_left_alone(tmp_path: Pat
     refused = serve(tmp_path)
     _out, err = refused.communicate(timeout=60)
     # Then it refuses with a clear line, and the database is neither migrated nor changed in shape
-    assert refused.returncode == 1 and err.startswith("error: STATE_UNAVAILABLE:"), err
+    assert refused.returncode == 3 and err.startswith("error: STATE_UNAVAILABLE:"), err
     assert "Traceback" not in err
     with sqlite3.connect(tmp_path / "sentinel.db") as database:
         assert database.execute("PRAGMA user_version").fetchone() == (999,)
@@ -148,7 +148,7 @@ def test_a_corrupt_database_is_refused_at_start(tmp_path: Path) -> None:
     refused = serve(tmp_path)
     _out, err = refused.communicate(timeout=60)
     # Then it refuses at once with a clear line and no traceback
-    assert refused.returncode == 1 and err.startswith("error: STATE_UNAVAILABLE:"), err
+    assert refused.returncode == 3 and err.startswith("error: STATE_UNAVAILABLE:"), err
     assert "Traceback" not in err and time.monotonic() - started < 60
 
 
@@ -164,5 +164,5 @@ def test_a_store_whose_token_key_went_missing_is_refused_not_rekeyed(tmp_path: P
     refused = serve(tmp_path)
     _out, err = refused.communicate(timeout=60)
     # Then it refuses, says what to restore, and makes no new key (which would void every token)
-    assert refused.returncode == 1 and err.startswith("error: STATE_UNAVAILABLE: the token key"), err
+    assert refused.returncode == 3 and err.startswith("error: STATE_UNAVAILABLE: the token key"), err
     assert not (tmp_path / "token.key").exists()

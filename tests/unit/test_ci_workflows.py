@@ -152,8 +152,11 @@ def test_the_example_grants_each_job_only_what_it_needs_and_persists_no_credenti
     assert verify["with"]["revision"] == deploy[0]["with"]["ref"] == "${{ github.sha }}"
 
 
-def test_the_action_installs_the_version_of_this_distribution() -> None:
-    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+def test_the_action_installs_the_version_of_the_client_distribution() -> None:
+    client = tomllib.loads((REPO / "client" / "pyproject.toml").read_text())["project"]
+    assert client["name"] == "sentinel-readiness-client"
+    version = client["version"]
+    assert 'm.version("sentinel-readiness-client")' in ACTION.read_text()
     inputs = yaml.safe_load(ACTION.read_text())["inputs"]
     assert inputs["client-version"]["default"] == version
     assert set(inputs["mode"]["description"].split()) >= {"evidence", "gate", "verify"}

@@ -32,7 +32,7 @@ class Commands:
         self._groups: dict[str, Any] = {}
         self._names: set[str] = set()
         # Each says what an exception of its registration's means, as (code, message, next step), or None.
-        self.translators: list[Callable[[BaseException], tuple[str, str, str] | None]] = []
+        self.translators: list[Callable[[BaseException], tuple[str, str, str | None] | None]] = []
         parser.set_defaults(translators=self.translators)
 
     def command(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
@@ -63,17 +63,24 @@ def build_parser(
     broken: list[str] = []
     for module in _client_commands():
         module.register(commands)
-    for register in registrations if registrations is not None else _entry_points(broken):
-        register(commands)
+    if registrations is not None:
+        for register in registrations:
+            register(commands)
+        return parser, broken
+    for register in _entry_points(broken):
+        try:
+            register(commands)
+        except Exception as error:  # an installed server that cannot register leaves the client's commands
+            broken.append(f"{getattr(register, '__module__', register)}: {type(error).__name__}: {error}")
     return parser, broken
 
 
 def _client_commands() -> list[Any]:
     """The client's own command modules, each with `register(commands)`; imported only when `sentinel` runs
     (the hook imports this package on every tool call and needs none of them)."""
-    from . import cli_context
+    from . import cli_completion, cli_context
 
-    return [cli_context]
+    return [cli_context, cli_completion]
 
 
 def _entry_points(broken: list[str]) -> list[Callable[[Commands], None]]:

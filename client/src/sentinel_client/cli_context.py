@@ -87,10 +87,24 @@ def read_contexts() -> dict[str, Any]:
 
 
 def write_contexts(data: dict[str, Any]) -> Path:
+    """Replace the contexts file at once (never half-written), readable by its owner alone (0600, in a 0700
+    directory): it names where the user's token files are. Only the CONTEXT_KEYS are kept, so a token
+    never reaches it."""
     path = contexts_path()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.parent.chmod(0o700)  # mkdir's mode is masked by the umask, and an existing directory keeps its own
+    kept = {
+        "current": data.get("current"),
+        "contexts": {
+            name: {key: body[key] for key in CONTEXT_KEYS if key in body}
+            for name, body in data.get("contexts", {}).items()
+        },
+    }
     scratch = path.with_suffix(".json.tmp")
-    scratch.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    scratch.unlink(missing_ok=True)  # a leftover of an interrupted write: O_EXCL below makes it anew, 0600
+    descriptor = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(kept, indent=2, sort_keys=True) + "\n")
     os.replace(scratch, path)
     return path
 
@@ -155,18 +169,22 @@ def load_persona(args: argparse.Namespace) -> Persona:
             setattr(settings, key, value)
     if getattr(args, "timeout", None) is not None:
         settings.timeout_seconds = parse_timeout(args.timeout)
-    token = _token(settings, environ)
+    token = _token(settings, environ, explicit_file=bool(getattr(args, "token_file", None)))
     return Persona(settings=settings, context=name, token=token)
 
 
-def _token(settings: ClientSettings, environ: Any) -> str | None:
-    if settings.token_file:
+def _token(settings: ClientSettings, environ: Any, *, explicit_file: bool) -> str | None:
+    """The token, in the same order as every other setting: --token-file, then SENTINEL_TOKEN_FILE, then
+    SENTINEL_TOKEN, then the context's (or client.json's) token file."""
+    if explicit_file or environ.get(ENV_PREFIX + "TOKEN_FILE", "").strip():
         return read_token(settings)
     from_env = environ.get(ENV_PREFIX + "TOKEN", "").strip()
     if from_env:
         if any(ord(character) < 0x21 or ord(character) == 0x7F for character in from_env):
             raise ClientConfigError("TOKEN_UNAVAILABLE", "SENTINEL_TOKEN does not hold a single token")
         return from_env
+    if settings.token_file:
+        return read_token(settings)
     return None
 
 
@@ -230,9 +248,12 @@ def cmd_login(args: argparse.Namespace) -> int:
 
 def _save_token(name: str, token: str) -> Path:
     tokens = config_dir() / "tokens"
-    tokens.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for directory in (tokens.parent, tokens):
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        directory.chmod(0o700)
     target = tokens / name
     descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)  # a file that was there keeps its mode through O_CREAT
     with os.fdopen(descriptor, "w") as handle:
         handle.write(token + "\n")
     return target

@@ -43,6 +43,13 @@ NEXT_STEPS = {
     "UNREACHABLE": "is the gate running at that URL? `sentinel context show` says which URL is used",
     "TIMEOUT": "the gate did not answer in time: try again, or raise --timeout",
     "BAD_RESPONSE": "the URL does not answer like a Sentinel gate: check it with `sentinel context show`",
+    "STATE_UNAVAILABLE": "the store could not be used: fix what the message names (the data directory, the "
+    "endpoint, the key files), then run again",
+    "CREDENTIALS_UNAVAILABLE": "sign in to the stage's AWS account (AWS_PROFILE, `aws sso login`), then "
+    "run again",
+    "PORT_IN_USE": "choose another --port (0 picks a free one), or stop what listens there",
+    "HOST_NOT_LOOPBACK": "serve on 127.0.0.1 (the default); the local gate is for this machine only",
+    "VALIDATION_FAILED": "fix the value the message names (`sentinel COMMAND --help` lists the options)",
     "TOKEN_UNAVAILABLE": "run `sentinel login` with your token, or set SENTINEL_TOKEN_FILE or SENTINEL_TOKEN",
     "SETTING_MISSING": "run `sentinel login --url URL --project P`, or pass the option on the command line",
     "CONFIG_INVALID": "fix the file it names (or remove it), then run again",
