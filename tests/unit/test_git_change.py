@@ -153,4 +153,6 @@ def test_where_a_document_lives_flag_then_forge_config_then_its_own_name() -> No
     # And a document nobody can place is refused rather than silently deriving nothing
     with pytest.raises(CommandRefused) as refused:
         document_path("payments-api", {}, "pay", {}, never)
-    assert refused.value.code == "OPENAPI_PATH_UNKNOWN" and "--openapi payments-api=" in refused.value.next_step
+    assert (
+        refused.value.code == "OPENAPI_PATH_UNKNOWN" and "--openapi payments-api=" in refused.value.next_step
+    )
