@@ -350,3 +350,41 @@ def test_the_script_refuses_bad_input_in_one_line_without_a_traceback(tmp_path: 
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.splitlines()[0].startswith("error: NOT_A_GIT_REPOSITORY: ")
     assert "Traceback" not in done.stderr
+
+
+EVERY_COMMAND = [
+    "candidate create --from-git HEAD~1..HEAD --repo {clone} --openapi payments-api=api/payments.yaml",
+    "candidate show cand_x",
+    "candidate attest cand_x --from-git HEAD~1..HEAD --repo {clone}",
+    "plan propose cand_x",
+    "plan show cand_x",
+    "plan show cand_x --version 2",
+    "plan amend cand_x -f {tmp}/plan.json --yes",
+    "evidence post cand_x --check C1 --junit {tmp}/unit.xml",
+    "evidence post cand_x --policy unit-tests --scope payments-api --exit-code 0",
+    "report cand_x T1 --status completed",
+]
+
+
+@pytest.mark.parametrize("command", EVERY_COMMAND)
+@pytest.mark.parametrize(
+    ("token", "code", "exit_code"), [(False, "TOKEN_UNAVAILABLE", 3), (True, "UNREACHABLE", 3)]
+)
+def test_no_token_or_no_gate_is_one_error_line(capsys, clone, tmp_path, command, token, code, exit_code):
+    # Given good input, and either no token at all or a gate that does not answer
+    (tmp_path / "plan.json").write_text('{"tasks": []}')
+    (tmp_path / "unit.xml").write_text(JUNIT)
+    (tmp_path / "token").write_text("snt_" + "A" * 49 + "\n")
+    (tmp_path / "token").chmod(0o600)
+    where = ["--url", NOWHERE, "--project", "demo", "--subject", "payments-api", "--environment", "staging"]
+    filled = command.replace("{tmp}", str(tmp_path)).replace("{clone}", str(clone)).split()
+    if filled[:2] != ["candidate", "create"]:
+        where = where[:4]
+    if token:
+        where += ["--token-file", str(tmp_path / "token")]
+    # When the command runs
+    status, err = refused(capsys, *filled, *where)
+    # Then it says so in one error line and a next step, exits 3 (unavailable), and shows no traceback
+    lines = err.splitlines()
+    assert status == exit_code and lines[0].startswith(f"error: {code}: "), err
+    assert len(lines) == 2 and lines[1].startswith("next: ") and "Traceback" not in err

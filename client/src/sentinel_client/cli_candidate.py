@@ -292,6 +292,13 @@ def candidate_words(c: dict[str, Any]) -> str:
 # ---- registration ----------------------------------------------------------------------------------------
 
 
+def candidate_id(text: str) -> str:
+    """A candidate id as a command line takes it: one path segment, never `.`/`..` or blank."""
+    if text in ("", ".", "..") or any(ord(c) < 0x21 or ord(c) == 0x7F or c == "/" for c in text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a candidate id (e.g. cand_01J…)")
+    return text
+
+
 def _git_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--from-git",
@@ -320,14 +327,14 @@ def register(commands: Any) -> None:
     create.set_defaults(run=cmd_create)
 
     show = group.add_parser("show", help="a candidate's state in words")
-    show.add_argument("candidate_id", metavar="ID")
+    show.add_argument("candidate_id", metavar="ID", type=candidate_id)
     add_persona_options(show)
     show.set_defaults(run=cmd_show)
 
     attest = group.add_parser(
         "attest", help="(publisher) post the change context of the candidate's own commits, read from git"
     )
-    attest.add_argument("candidate_id", metavar="ID")
+    attest.add_argument("candidate_id", metavar="ID", type=candidate_id)
     _git_options(attest)
     add_persona_options(attest)
     attest.set_defaults(run=cmd_attest)

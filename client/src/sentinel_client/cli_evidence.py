@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .ci_evidence import Refused, _files, artifacts, ci_source, junit_report
-from .cli_candidate import read_candidate
+from .cli_candidate import candidate_id, read_candidate
 from .cli_context import add_persona_options, body_of, load_persona
 from .cli_output import CommandRefused, emit, progress
 from .plan_checks import PlanCheck, PlanCheckError, choose_check, plan_checks
@@ -159,7 +159,7 @@ def register(commands: Any) -> None:
     post = group.add_parser(
         "post", help="post a JUnit report or an exit code for the plan's check (found from policy and scope)"
     )
-    post.add_argument("candidate_id", metavar="ID")
+    post.add_argument("candidate_id", metavar="ID", type=candidate_id)
     post.add_argument("--check", metavar="C", help="the plan's check id (alone, or to choose among matches)")
     post.add_argument("--policy", metavar="P", help="the project's policy the run satisfies")
     post.add_argument("--scope", metavar="S", help="the scope the run covered, e.g. payments-api")

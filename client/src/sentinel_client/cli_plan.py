@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .cli_candidate import read_candidate, short
+from .cli_candidate import candidate_id, read_candidate, short
 from .cli_context import add_persona_options, body_of, load_persona
 from .cli_output import EXIT_REFUSED, CommandRefused, confirm, emit, fail, progress, table
 
@@ -87,6 +87,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     persona = load_persona(args)
     client, project = persona.client(), persona.project()
     if args.version is not None:
+        if args.version < 1:
+            raise CommandRefused(
+                "BAD_OPTION", "--version counts from 1", f"`sentinel plan show {args.candidate_id}`"
+            )
         shown = body_of(client.get_plan(project, args.candidate_id, args.version), 200)
     else:
         candidate = read_candidate(client, project, args.candidate_id)
@@ -200,18 +204,18 @@ def cmd_amend(args: argparse.Namespace) -> int:
 def register(commands: Any) -> None:
     group = commands.group("plan", help="propose, show and amend a candidate's work plan")
     propose = group.add_parser("propose", help="ask the service to draft the candidate's next plan version")
-    propose.add_argument("candidate_id", metavar="ID")
+    propose.add_argument("candidate_id", metavar="ID", type=candidate_id)
     add_persona_options(propose)
     propose.set_defaults(run=cmd_propose)
 
     show = group.add_parser("show", help="the current plan (or one version) with its digest")
-    show.add_argument("candidate_id", metavar="ID")
+    show.add_argument("candidate_id", metavar="ID", type=candidate_id)
     show.add_argument("--version", type=int, metavar="N", help="an older version (GET …/plans/{N})")
     add_persona_options(show)
     show.set_defaults(run=cmd_show)
 
     amend = group.add_parser("amend", help="submit or amend the plan from a JSON file (If-Match filled in)")
-    amend.add_argument("candidate_id", metavar="ID")
+    amend.add_argument("candidate_id", metavar="ID", type=candidate_id)
     amend.add_argument(
         "-f", "--file", required=True, metavar="PLAN.json", help="the plan (`-`: standard input)"
     )

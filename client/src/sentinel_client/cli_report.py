@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .cli_candidate import read_candidate, short
+from .cli_candidate import candidate_id, read_candidate, short
 from .cli_context import add_persona_options, body_of, load_persona
 from .cli_output import CommandRefused, emit
 
@@ -91,7 +91,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def register(commands: Any) -> None:
     report = commands.command("report", help="report a task of the candidate's current plan")
-    report.add_argument("candidate_id", metavar="ID")
+    report.add_argument("candidate_id", metavar="ID", type=candidate_id)
     report.add_argument("task_id", metavar="TASK")
     report.add_argument("--status", required=True, choices=("completed", "failed", "blocked"))
     report.add_argument(
