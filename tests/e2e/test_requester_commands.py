@@ -247,6 +247,24 @@ def test_a_candidate_goes_from_git_to_a_passing_task_with_the_commands(capsys, g
     )
     assert (posted["outcome"], posted["trust"], posted["counts"]["tests"]) == ("pass", "verified", 2)
     assert posted["counts_toward_decision"] is True
+    # And evidence posted by --check alone takes that check's policy and the scopes it covers
+    contract = next(
+        c for task in candidate["plan"]["tasks"] for c in task["checks"] if c["policy_ref"] == "api-contract"
+    )
+    by_check = sentinel(
+        capsys,
+        gate,
+        "publisher",
+        "evidence",
+        "post",
+        cid,
+        "--check",
+        contract["check_id"],
+        "--junit",
+        str(reports / "unit.xml"),
+    )
+    assert by_check["check_id"] == contract["check_id"] and by_check["binding"]["mismatches"] == []
+    assert sorted(by_check["binding"]["obligation_ids"]) == sorted(contract["covers"])
     # When the requester reports that task completed (digest and evidence filled in)
     reported = sentinel(capsys, gate, "requester", "report", cid, check[0], "--status", "completed")
     # Then the attempt is recorded completed and the task passes
