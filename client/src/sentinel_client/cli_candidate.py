@@ -276,7 +276,8 @@ def candidate_words(c: dict[str, Any]) -> str:
         last = attempts[-1] if attempts else {}
         state = "passes" if task.get("passes") else (last.get("recorded_status") or "not reported")
         settled = ", settled" if task.get("settled") else ""
-        lines.append(f"  {task.get('task_id')}: {state}{settled} ({len(attempts)} attempts)")
+        count = f"{len(attempts)} attempt" + ("" if len(attempts) == 1 else "s")
+        lines.append(f"  {task.get('task_id')}: {state}{settled} ({count})")
     decision = c.get("last_decision")
     if isinstance(decision, dict):
         codes = sorted({str(f.get("code")) for f in decision.get("findings") or []})

@@ -33,9 +33,9 @@ NEXT_STEPS = {
 }
 
 
-def refused(error: Refused | PlanCheckError) -> CommandRefused:
+def refused(error: Refused | PlanCheckError, candidate: str = "ID") -> CommandRefused:
     message = error.detail if isinstance(error, Refused) else error.message
-    return CommandRefused(error.code, message, NEXT_STEPS.get(error.code))
+    return CommandRefused(error.code, message, NEXT_STEPS.get(error.code, "").replace(" ID", f" {candidate}"))
 
 
 def _payload(args: argparse.Namespace) -> dict[str, Any]:
@@ -69,14 +69,14 @@ def _check(candidate: dict[str, Any], args: argparse.Namespace) -> tuple[PlanChe
             return choose_check(candidate, args.policy, args.scope, args.check), [args.scope]
         checks = plan_checks(candidate)
     except PlanCheckError as error:
-        raise refused(error) from None
+        raise refused(error, args.candidate_id) from None
     named = [check for check in checks if check.check_id == args.check]
     if not named:
         listed = "; ".join(check.describe() for check in checks) or "no checks"
         raise CommandRefused(
             "CHECK_NOT_IN_PLAN",
             f"the current plan has no check {args.check}; it has: {listed}",
-            NEXT_STEPS["CHECK_NOT_IN_PLAN"],
+            NEXT_STEPS["CHECK_NOT_IN_PLAN"].replace(" ID", f" {args.candidate_id}"),
         )
     if not named[0].scopes:
         raise CommandRefused("CHECK_NOT_IN_PLAN", f"check {args.check} covers no obligation", "give --scope")

@@ -188,6 +188,8 @@ def cmd_amend(args: argparse.Namespace) -> int:
 
     def words(p: dict[str, Any]) -> str:
         replaced = f"replaces digest {current}" if current else "the candidate's first plan"
+        if current and current == p.get("plan_digest"):
+            replaced = "the same plan as before: the digest is unchanged, and so are its approvals"
         return "\n".join(
             [
                 f"plan version {p.get('plan_version')} of {args.candidate_id}, digest {p.get('plan_digest')}",

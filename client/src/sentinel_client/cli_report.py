@@ -75,8 +75,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     def words(r: dict[str, Any]) -> str:
         lines = [
-            f"task {args.task_id}, attempt {r.get('attempt')} under plan {short(digest)}: recorded "
-            f"{r.get('recorded_status')}; passes: {'yes' if r.get('passes') else 'no'}",
+            f"task {args.task_id}, attempt {r.get('attempt')} under plan {short(digest)}: reported "
+            f"{args.status}, recorded {r.get('recorded_status')}; passes: "
+            + ("yes" if r.get("passes") else "no"),
         ]
         lines += [f"  claimed {c['check_id']} with evidence {c['evidence_id']}" for c in claims]
         for finding in r.get("findings") or []:
