@@ -274,12 +274,34 @@ def test_a_candidate_goes_from_git_to_a_passing_task_with_the_commands(capsys, g
     assert next(t for t in after["tasks"] if t["task_id"] == check[0])["passes"] is True
 
 
-def test_the_human_words_name_obligations_plan_evidence_and_tasks(capsys, gate, clone) -> None:
+def test_the_human_words_name_obligations_plan_evidence_and_tasks(capsys, gate, clone, tmp_path) -> None:
     where = ["--url", gate["url"], "--project", "demo", "--token-file", str(gate["files"]["requester"])]
     cid = sentinel(capsys, gate, "requester", *create_args(clone, "production"))["candidate_id"]
     assert main(["plan", "propose", cid, *where], registrations=[]) == 0
+    assert "drafted by the fallback" in capsys.readouterr().out
+    failing = tmp_path / "failing.xml"
+    failing.write_text(JUNIT.replace('name="t2"/>', 'name="t2"><failure message="boom"/></testcase>'))
+    posted = sentinel(
+        capsys,
+        gate,
+        "publisher",
+        "evidence",
+        "post",
+        cid,
+        "--policy",
+        "unit-tests",
+        "--scope",
+        "payments-api",
+        "--junit",
+        str(failing),
+        "--source-url",
+        "https://ci.example.com/runs/8",
+    )
+    assert posted["outcome"] == "fail"
     assert main(["candidate", "show", cid, *where], registrations=[]) == 0
     out = capsys.readouterr().out
+    assert f"{posted['evidence_id']} failed: a.t2" in out
+    assert f"{posted['evidence_id']} run: https://ci.example.com/runs/8" in out
     assert f"candidate {cid}: payments-api in production" in out
     assert "api-contract" in out and "OBLIGATION" in out and "WHY" in out
     assert "plan: version 1 of 1, digest " in out and "last decision: none recorded" in out

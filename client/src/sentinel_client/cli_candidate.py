@@ -238,6 +238,14 @@ def candidate_words(c: dict[str, Any]) -> str:
         f"obligations ({len(c.get('obligations') or [])}):",
         obligation_lines(c.get("obligations") or []),
     ]
+    changed = c.get("changed_files")
+    if isinstance(changed, dict):  # kept by the service since issue 16; older gates do not show it
+        files = [str(f) for f in changed.get("files") or []]
+        more = int(changed.get("count") or len(files)) - len(files)
+        lines.append(f"changed files ({changed.get('count')}):")
+        lines += [f"  {f}" for f in files[:20]]
+        if more > 0 or len(files) > 20:
+            lines.append(f"  … and {more + max(0, len(files) - 20)} more")
     if versions:
         newest = versions[-1]
         lines.append(
@@ -269,6 +277,14 @@ def candidate_words(c: dict[str, Any]) -> str:
     ]
     if rows:
         lines.append(table(rows, ["EVIDENCE", "CHECK", "OUTCOME", "TRUST", "MISMATCHES"]))
+    for e in evidence:
+        failing = e.get("failing_tests")
+        names = failing.get("names") if isinstance(failing, dict) else failing
+        url = (e.get("source") or {}).get("url") if isinstance(e.get("source"), dict) else None
+        if names:
+            lines.append(f"  {e.get('evidence_id')} failed: {', '.join(map(str, names[:10]))}")
+        if url:
+            lines.append(f"  {e.get('evidence_id')} run: {url}")
     tasks = c.get("tasks") or []
     lines.append(f"tasks ({len(tasks)}):" + ("" if tasks else " none"))
     for task in tasks:
