@@ -156,3 +156,19 @@ def test_where_a_document_lives_flag_then_forge_config_then_its_own_name() -> No
     assert (
         refused.value.code == "OPENAPI_PATH_UNKNOWN" and "--openapi payments-api=" in refused.value.next_step
     )
+
+
+def test_three_dots_take_the_merge_base_as_the_base(repo: Path) -> None:
+    # Given a feature branch made from main, and main moved on since
+    fork = commit(repo, {"a.txt": "a\n"}, "one")
+    git(repo, "checkout", "-q", "-b", "feature")
+    head = commit(repo, {"services/pay.py": "x\n"}, "feature")
+    git(repo, "checkout", "-q", "main")
+    commit(repo, {"unrelated.txt": "u\n"}, "main moves on")
+    reader = GitReader(str(repo))
+    # When the range is main...feature  Then the base is where feature left main, and only its change counts
+    base, tip = reader.resolve(parse_range("main...feature"))
+    assert (base, tip) == (fork, head)
+    assert reader.changed_files(base, tip) == ["services/pay.py"]
+    # While main..feature compares with main as it is now
+    assert "unrelated.txt" in reader.changed_files(*reader.resolve(parse_range("main..feature")))
