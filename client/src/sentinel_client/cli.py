@@ -78,9 +78,9 @@ def build_parser(
 def _client_commands() -> list[Any]:
     """The client's own command modules, each with `register(commands)`; imported only when `sentinel` runs
     (the hook imports this package on every tool call and needs none of them)."""
-    from . import cli_completion, cli_context
+    from . import cli_candidate, cli_completion, cli_context, cli_evidence, cli_plan, cli_report
 
-    return [cli_context, cli_completion]
+    return [cli_context, cli_candidate, cli_plan, cli_evidence, cli_report, cli_completion]
 
 
 def _entry_points(broken: list[str]) -> list[Callable[[Commands], None]]:
