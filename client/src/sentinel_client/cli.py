@@ -71,9 +71,9 @@ def build_parser(
 def _client_commands() -> list[Any]:
     """The client's own command modules, each with `register(commands)`; imported only when `sentinel` runs
     (the hook imports this package on every tool call and needs none of them)."""
-    from . import cli_context
+    from . import cli_context, cli_review, cli_status
 
-    return [cli_context]
+    return [cli_context, cli_review, cli_status]
 
 
 def _entry_points(broken: list[str]) -> list[Callable[[Commands], None]]:
