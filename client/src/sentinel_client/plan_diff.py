@@ -52,6 +52,22 @@ def _order(ids: Iterable[str], keep: set[str]) -> list[str]:
     return [i for i in ids if i in keep]
 
 
+def _reordered(
+    kind: str, before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]], common: set[str]
+) -> bool:
+    """Whether the items both versions hold come in another order. A check's order counts within its task
+    only (reordering tasks is the tasks' change, a moved check is its own)."""
+    if kind != "checks":
+        return _order(before, common) != _order(after, common)
+    stayed = {i for i in common if before[i]["task_id"] == after[i]["task_id"]}
+    tasks = {before[i]["task_id"] for i in stayed}
+    return any(
+        _order((i for i in before if before[i]["task_id"] == t), stayed)
+        != _order((i for i in after if after[i]["task_id"] == t), stayed)
+        for t in tasks
+    )
+
+
 def diff_plans(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> dict[str, Any]:
     """{tasks|checks|actions: {added: [...], removed: [...], changed: [{<id key>, task_id?, fields}]},
     reordered: [kinds], unchanged: bool}. `added` and `removed` list whole items (checks with their
@@ -75,7 +91,7 @@ def diff_plans(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> 
             "removed": [before[i] for i in before if i not in after],
             "changed": changed,
         }
-        if _order(before, common) != _order(after, common):
+        if _reordered(kind, before, after, common):
             reordered.append(kind)
     out["reordered"] = reordered
     out["unchanged"] = not reordered and not any(
