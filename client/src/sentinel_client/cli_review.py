@@ -23,6 +23,7 @@ from .persona_reads import (
     failing_tests,
     parse_time,
     plan_version_of,
+    read_plan_version,
     short,
     source_of,
 )
@@ -187,16 +188,15 @@ def plan_change_since_approval(
     if approval.get("plan_digest") == view.get("plan_digest"):
         out["status"] = "current"
         return out
-    answer = client.get_plan(project, view["candidate_id"], version) if version else None
-    body = answer.body if answer is not None and answer.status == 200 else None
-    if not isinstance(body, dict) or body.get("plan_digest") != approval.get("plan_digest"):
+    body = read_plan_version(client, project, view["candidate_id"], version) if version else None
+    if body is None or body.get("plan_digest") != approval.get("plan_digest"):
         out["status"] = "unavailable"
         out["reason"] = (
-            f"the gate did not return plan v{version} (HTTP {answer.status})"
-            if answer is not None and body is None
+            "no stored version has the approved digest"
+            if version is None
+            else f"the gate did not return plan v{version}"
+            if body is None
             else "the version read back is not the one approved"
-            if body is not None
-            else "no stored version has the approved digest"
         )
         return out
     out["status"] = "changed"
@@ -444,17 +444,19 @@ def cmd_plan_diff(args: argparse.Namespace) -> int:
     if start < 1 or to < 1 or start > current or to > current:
         raise CommandRefused("VALIDATION_FAILED", f"plan versions run from 1 to {current}", "")
 
+    digests = {v["plan_version"]: v["plan_digest"] for v in view.get("plan_versions") or []}
+
     def plan_at(version: int) -> dict[str, Any]:
         if version == current:
             return view.get("plan") or {}
-        answer = client.get_plan(project, args.id, version)
-        if answer.status == 404 and answer.code is None:
+        body = read_plan_version(client, project, args.id, version)
+        if body is None or body.get("plan_digest") != digests.get(version):
             raise CommandRefused(
                 "PLAN_VERSIONS_UNAVAILABLE",
-                "this gate does not serve earlier plan versions (GET .../plans/{version})",
+                f"the gate did not return plan v{version} as the candidate lists it",
                 "upgrade the gate, or diff against the current version only",
             )
-        return body_of(answer, 200).get("plan") or {}
+        return body.get("plan") or {}
 
     result = {
         "candidate_id": args.id,

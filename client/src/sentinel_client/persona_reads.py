@@ -89,3 +89,25 @@ def source_of(evidence: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def short(digest: Any, size: int = 12) -> str:
     return str(digest)[:size] if digest else "-"
+
+
+def read_plan_version(client: SentinelClient, project: str, cid: str, version: int) -> dict[str, Any] | None:
+    """Plan version `version` of a candidate ({plan_version, plan_digest, plan, ...}), or None when the gate
+    will not say. `GET .../plans/{version}` first; a gate without that route (404 and no problem code) is
+    read from the candidate's audit chain instead, whose `plan.stored` payloads hold every version. Callers
+    check the digest against the one they expect."""
+    answer = client.get_plan(project, cid, version)
+    if answer.status == 200 and isinstance(answer.body, dict):
+        return answer.body
+    if answer.status != 404 or answer.code is not None:
+        body_of(answer, 200)  # says the gate's refusal
+    for page in iter_pages(lambda cursor: client.candidate_audit(project, cid, limit=PAGE, cursor=cursor)):
+        for event in body_of(page, 200).get("events") or []:
+            payload = event.get("payload")
+            if (
+                event.get("type") == "plan.stored"
+                and isinstance(payload, dict)
+                and payload.get("plan_version") == version
+            ):
+                return {**payload, "read_from": "audit"}
+    return None
