@@ -4,6 +4,7 @@
 up through the HTTP client as a requester and a publisher would; every reviewer and auditor step is a
 command."""
 
+import io
 import json
 import secrets
 import tempfile
@@ -197,6 +198,33 @@ def test_approving_needs_confirmation_off_a_terminal_and_records_nothing_without
     code, _out, err = sentinel("reviewer", "review", "approve", cid)
     assert code == 1 and err.startswith("error: CONFIRMATION_REQUIRED:") and "--yes" in err
     assert client(gate, "reviewer").get_candidate(PROJECT, cid).body["reviews"] == []
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("answer", "recorded"), [("y\n", 1), ("n\n", 0)])
+def test_at_a_terminal_the_reviewer_sees_what_is_approved_before_answering(
+    gate, sentinel, monkeypatch, answer, recorded
+) -> None:
+    # Given a candidate, and rita at a terminal
+    made = new_candidate(gate)
+    cid = made["candidate_id"]
+    digest = client(gate, "reviewer").get_candidate(PROJECT, cid).body["plan_digest"]
+    monkeypatch.setattr("sys.stdin", Terminal(answer))
+    # When she approves without --yes and answers
+    code, out, err = sentinel("reviewer", "review", "approve", cid, as_json=False)
+    # Then she was shown the candidate, revision, plan version and digest and the counts before the question
+    shown = err.split("[y/N]")[0]
+    assert cid in shown and made["revision"] in shown and f"v1 {digest}" in shown and "task(s)" in shown
+    # And only a yes records the approval
+    assert code == (0 if recorded else 1)
+    assert len(client(gate, "reviewer").get_candidate(PROJECT, cid).body["reviews"]) == recorded
+    assert (f"approved plan v1 of {cid}" in out) == bool(recorded)
+    if not recorded:
+        assert "error: NOT_CONFIRMED:" in err
 
 
 def test_an_expected_digest_that_is_no_longer_current_is_refused_with_review_show_as_next_step(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -369,6 +370,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _what_is_reviewed(decision: str, summary: Mapping[str, Any], comment: str | None) -> str:
+    lines = [
+        f"{decision}: candidate {summary['candidate_id']} ({summary['subject']} @ {summary['environment']})",
+        f"  revision     {summary['revision']}",
+        f"  plan         v{summary['plan_version']} {summary['plan_digest']}",
+        f"  contents     {summary['tasks']} task(s), {summary['checks']} check(s), "
+        f"{summary['actions']} declared action(s)",
+    ]
+    if comment:
+        lines.append(f"  comment      {comment}")
+    return "\n".join(lines)
+
+
 def cmd_decide(args: argparse.Namespace) -> int:
     """approve or reject the current plan digest at the candidate's revision, after showing what it is."""
     persona = load_persona(args)
@@ -401,14 +415,11 @@ def cmd_decide(args: argparse.Namespace) -> int:
         "checks": sum(len(t.get("checks") or []) for t in tasks),
         "actions": len(plan.get("actions") or []),
     }
-    question = (
-        f"{args.decision} plan v{summary['plan_version']} ({digest}) of candidate {summary['candidate_id']} "
-        f"({summary['subject']} @ {summary['environment']}, revision {summary['revision']}): "
-        f"{summary['tasks']} task(s), {summary['checks']} check(s), {summary['actions']} action(s)?"
-    )
-    if not args.json:
-        print(question.rstrip("?"))
-    confirm(question, yes=args.yes)
+    if not args.yes and sys.stdin.isatty():
+        # What is approved, before the question: on standard error, so `--json` output stays one document.
+        # Off a terminal there is no question, and the refusal stays one line.
+        print(_what_is_reviewed(args.decision, summary, args.comment), file=sys.stderr)
+    confirm(f"{args.decision} plan v{summary['plan_version']} of {summary['candidate_id']}", yes=args.yes)
     body = {
         "decision": args.decision,
         "plan_digest": digest,
@@ -424,9 +435,10 @@ def cmd_decide(args: argparse.Namespace) -> int:
     result = {**summary, "decision": args.decision, "review": recorded}
 
     def words(data: dict[str, Any]) -> str:
-        return f"{data['decision']}d plan v{data['plan_version']} of {data['candidate_id']}" + (
+        done = f"{data['decision']}d plan v{data['plan_version']} of {data['candidate_id']}" + (
             f"; expires {recorded.get('expires_at')}" if args.decision == "approve" else ""
         )
+        return (_what_is_reviewed(args.decision, summary, args.comment) + "\n" if args.yes else "") + done
 
     emit(args.json, result, words)
     return 0

@@ -40,7 +40,7 @@ def _with_payloads(events: list[dict[str, Any]], facts: dict[int, str]) -> list[
     used = 0
     for event in events:
         text = facts.get(event["seq"])
-        used += len(text or "")
+        used += len((text or "").encode("utf-8"))
         if out and used > PAYLOAD_PAGE_BYTES:
             break
         try:
