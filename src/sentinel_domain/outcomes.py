@@ -108,8 +108,8 @@ class BundleApplied(Outcome):
 
 
 class AuditPage(Outcome):
-    """One page of a chain's events (as stored: a tampered event is shown as it is) and the whole chain's
-    verification."""
+    """One page of a chain's events (as stored: a tampered event is shown as it is), each with the fact it
+    recorded as `payload`, and the whole chain's verification."""
 
     events: list[dict[str, Any]]
     next_cursor: str | None

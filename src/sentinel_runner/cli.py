@@ -10,6 +10,7 @@ import sys
 
 from sentinel_client.cli import Commands
 from sentinel_client.cli import main as client_main
+from sentinel_client.cli_output import table
 from sentinel_domain.errors import Refusal, StoreUnavailable
 from sentinel_domain.integrity import ChainKeyUnavailable
 from sentinel_domain.models import PROJECT_ID
@@ -42,6 +43,26 @@ def cmd_projects_create(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_projects_list(args: argparse.Namespace) -> int:
+    projects = services_for(args).operator.list_projects()
+    if args.json:
+        print(json.dumps({"projects": projects}, sort_keys=True))
+        return 0
+    rows = [
+        [
+            p["project"],
+            str(p["chain_length"]),
+            "valid" if p["chain_valid"] else f"INVALID at seq {p['first_bad_seq']}",
+            str(p["candidates"]),
+            str(p["principals"])
+            + (f" (+{p['revoked_principals']} revoked)" if p["revoked_principals"] else ""),
+        ]
+        for p in projects
+    ]
+    print(table(rows, ["PROJECT", "EVENTS", "CHAIN", "CANDIDATES", "PRINCIPALS"]) or "no projects")
+    return 0
+
+
 # ---- principals --------------------------------------------------------------------------------------
 
 
@@ -69,7 +90,7 @@ def cmd_principals(args: argparse.Namespace) -> int:
         elif args.action == "revoke":
             print(json.dumps(operator.revoke(args.id, args.compromised)))
         else:
-            for principal in operator.list_principals():
+            for principal in operator.list_principals(args.project_filter, args.kind_filter):
                 print(json.dumps(principal, sort_keys=True))
     except PrincipalRefused as refused:
         return fail(refused.code, refused.message)
@@ -143,6 +164,12 @@ def register(commands: Commands) -> None:
     create.add_argument("--id", required=True)
     add_store_options(create)
     create.set_defaults(run=cmd_projects_create)
+    listed = projects.add_parser(
+        "list", help="every project: its chain (length, verification), candidates and principals"
+    )
+    listed.add_argument("--json", action="store_true", help="print one JSON document")
+    add_store_options(listed)
+    listed.set_defaults(run=cmd_projects_list)
 
     principals = commands.group("principals", help="manage principals")
     add = principals.add_parser("add", help="create a principal; prints its token alone")
@@ -163,7 +190,13 @@ def register(commands: Commands) -> None:
         help="also withdraw everything it approved, attested, published or requested, on every candidate, "
         "from now on (see `audit exposure` for what it already released)",
     )
-    listing = principals.add_parser("list", help="list principals (never tokens)")
+    listing = principals.add_parser("list", help="list principals (never tokens), one JSON object a line")
+    listing.add_argument(
+        "--project", dest="project_filter", metavar="P", help="only those holding a role in project P"
+    )
+    listing.add_argument(
+        "--kind", dest="kind_filter", choices=["human", "agent", "ci"], help="only those of this kind"
+    )
     for sp in (add, rotate, revoke, listing):
         add_store_options(sp)
         sp.set_defaults(run=cmd_principals)

@@ -389,7 +389,9 @@ class Services:
         from sentinel_service.operator import Operator
 
         changes = principal_changes(self.store, self.admin)
-        return Operator(self.gate, self.admin, self.token_key, self.clock, changes)
+        # Both state stores list project heads; a store that cannot (a test's) leaves the listing refused.
+        projects: Any = self.store if hasattr(self.store, "project_heads") else None
+        return Operator(self.gate, self.admin, self.token_key, self.clock, changes, projects)
 
 
 class DeferredWitness:

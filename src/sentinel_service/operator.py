@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sentinel_domain.errors import Refusal
 from sentinel_domain.models import Actor, Policy, ProjectConfig
@@ -33,6 +33,12 @@ class Issued:
     created: bool  # False: the principal existed and was issued a fresh token (the old one stops working)
 
 
+class ProjectHeads(Protocol):
+    """What lists the projects: every project chain's head, [{project, seq, hash}] (both state stores)."""
+
+    def project_heads(self) -> list[dict[str, Any]]: ...
+
+
 # A principal change whose chain moved between its read and its transaction (DynamoDB) is tried again.
 CHANGE_ATTEMPTS = 3
 
@@ -45,6 +51,7 @@ class Operator:
         token_key: Callable[[], bytes],
         clock: Clock,
         changes: PrincipalChanges = sequential,
+        projects: ProjectHeads | None = None,
     ) -> None:
         self.gate = gate
         self.admin = admin
@@ -52,6 +59,7 @@ class Operator:
         self._clock = clock
         # How a principal change and its chain events commit together (principal_changes).
         self._changes = changes
+        self._projects = projects
 
     # ---- projects ----------------------------------------------------------------------------------------
 
@@ -75,6 +83,40 @@ class Operator:
             self.gate.put_policy(project, policy_id, OPERATOR, Policy.model_validate(policy))
         self.gate.put_config(project, OPERATOR, ProjectConfig.model_validate(config), None)
         return True
+
+    def list_projects(self) -> list[dict[str, Any]]:
+        """Every project: its chain's length, head and verification, how many candidates it holds and how many
+        principals hold a role in it (revoked ones apart)."""
+        if self._projects is None:
+            raise Refusal("STATE_UNAVAILABLE", "this store cannot list projects")
+        principals = self.admin.principals()
+        listed = []
+        for head in self._projects.project_heads():
+            project = head["project"]
+            stream = self.gate.store.load(StreamRef(project))
+            verification = self.gate.verify(stream) if stream is not None else None
+            members = [p for p in principals if project in (p.get("roles") or {})]
+            listed.append(
+                {
+                    "project": project,
+                    "chain_length": head["seq"],
+                    "head_hash": head["hash"],
+                    "chain_valid": bool(verification and verification.valid),
+                    "first_bad_seq": verification.first_bad_seq if verification else None,
+                    "candidates": self._count_candidates(project),
+                    "principals": sum(1 for p in members if not p.get("revoked")),
+                    "revoked_principals": sum(1 for p in members if p.get("revoked")),
+                }
+            )
+        return listed
+
+    def _count_candidates(self, project: str) -> int:
+        count, cursor = 0, None
+        while True:
+            claims, cursor = self.gate.store.list_claims(project, 500, cursor)
+            count += len(claims)
+            if cursor is None:
+                return count
 
     # ---- principals --------------------------------------------------------------------------------------
 
@@ -175,8 +217,15 @@ class Operator:
             )
         return Issued(principal_id, self.rotate(principal_id, ttl_seconds), False)
 
-    def list_principals(self) -> list[dict[str, Any]]:
-        return self.admin.principals()
+    def list_principals(self, project: str | None = None, kind: str | None = None) -> list[dict[str, Any]]:
+        """Every principal (never a token or its hash); with `project`, those holding a role in it; with
+        `kind`, those of that kind."""
+        return [
+            p
+            for p in self.admin.principals()
+            if (project is None or project in (p.get("roles") or {}))
+            and (kind is None or p.get("kind") == kind)
+        ]
 
     def principal(self, principal_id: str) -> dict[str, Any] | None:
         return self.admin.get(principal_id)
@@ -265,4 +314,4 @@ class Operator:
         raise AssertionError("unreachable")  # the loop returns or raises
 
 
-__all__ = ["OPERATOR", "Issued", "Operator", "PrincipalRefused", "Refusal"]
+__all__ = ["OPERATOR", "Issued", "Operator", "PrincipalRefused", "ProjectHeads", "Refusal"]

@@ -159,3 +159,21 @@ def test_chain_heads_name_every_chain(store: Any) -> None:
             "hash": c.event["hash"],
         },
     ]
+
+
+def test_project_heads_name_every_project_chain_and_no_candidate_chain(store: Any) -> None:
+    # Given two project chains and a candidate chain under one of them
+    shop = write(store, Chain(StreamRef("shop")), fact(1))
+    demo = Chain(StreamRef(PROJECT))
+    write(store, demo, fact(1))
+    d = write(store, demo, fact(2))
+    write(store, Chain(CAND), fact(1))
+    # When the project heads are listed, Then each project appears once, by id, with its chain's head
+    assert store.project_heads() == [
+        {"project": PROJECT, "seq": 2, "hash": d.event["hash"]},
+        {"project": "shop", "seq": 1, "hash": shop.event["hash"]},
+    ]
+
+
+def test_no_chain_lists_no_project(store: Any) -> None:
+    assert store.project_heads() == []

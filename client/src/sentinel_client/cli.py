@@ -78,9 +78,27 @@ def build_parser(
 def _client_commands() -> list[Any]:
     """The client's own command modules, each with `register(commands)`; imported only when `sentinel` runs
     (the hook imports this package on every tool call and needs none of them)."""
-    from . import cli_candidate, cli_completion, cli_context, cli_evidence, cli_plan, cli_report
+    from . import (
+        cli_candidate,
+        cli_completion,
+        cli_context,
+        cli_evidence,
+        cli_plan,
+        cli_report,
+        cli_review,
+        cli_status,
+    )
 
-    return [cli_context, cli_candidate, cli_plan, cli_evidence, cli_report, cli_completion]
+    return [
+        cli_context,
+        cli_candidate,
+        cli_plan,
+        cli_evidence,
+        cli_report,
+        cli_review,
+        cli_status,
+        cli_completion,
+    ]
 
 
 def _entry_points(broken: list[str]) -> list[Callable[[Commands], None]]:

@@ -509,6 +509,24 @@ class DynamoStateStore:
             return False
         return True
 
+    def project_heads(self) -> list[dict[str, Any]]:
+        """Every project chain's head (the operator's project listing): [{project, seq, hash}], by project. A
+        scan, filtered to project chains' heads: an operator's read, never a request's."""
+        items = self._scan(
+            FilterExpression="#sk = :head AND begins_with(#pk, :project) AND NOT contains(#pk, :candidate)",
+            ExpressionAttributeNames={"#sk": SK, "#pk": PK},
+            ExpressionAttributeValues={
+                ":head": {"S": HEAD_SK},
+                ":project": {"S": "P#"},
+                ":candidate": {"S": "#C#"},
+            },
+        )
+        rows = [chain_head_row(item) for item in items]
+        return sorted(
+            ({"project": r["project"], "seq": r["seq"], "hash": r["hash"]} for r in rows),
+            key=lambda r: r["project"],
+        )
+
     def chain_heads(self) -> list[dict[str, Any]]:
         """Every chain's head, for checkpoints: [{pk, project, candidate_id, seq, hash}]."""
         items = self._scan(

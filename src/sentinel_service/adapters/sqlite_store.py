@@ -422,6 +422,14 @@ class SqliteStateStore:
             ).rowcount
         return changed > 0
 
+    def project_heads(self) -> list[dict[str, Any]]:
+        """Every project chain's head (the operator's project listing): [{project, seq, hash}], by project."""
+        return [
+            {"project": h["project"], "seq": h["seq"], "hash": h["hash"]}
+            for h in self.chain_heads()
+            if h["candidate_id"] is None and h["pk"] == partition(StreamRef(h["project"]))
+        ]
+
     def chain_heads(self) -> list[dict[str, Any]]:
         """Every chain's head, for checkpoints: [{pk, project, candidate_id, seq, hash}]."""
         with self.db.read() as connection:
