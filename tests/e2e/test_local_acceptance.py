@@ -8,6 +8,7 @@ package digest in health. Each must fail the gate with the right check named, an
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from sentinel_acceptance.emulation import LocalRun, Synth, run_local
 from sentinel_acceptance.gate import CHECK_NAMES
 from sentinel_acceptance.report import attempts
 from sentinel_acceptance.target import read_build
+from sentinel_service import names
 from support.tamper import build_with_functions, functions_asset, retarget, set_package_digest, zip_with
 
 NOT_EMULATED_HERE = {"route_integrations", "alarms", "alarm_delivery", "budget"}
@@ -217,3 +219,59 @@ def test_a_wrong_package_digest_in_health_fails_health(
     assert wrong in detail(report, "health") and read_build(built)["functions"].sha256 in detail(
         report, "health"
     )
+
+
+def test_the_acceptance_projects_side_effects_are_synthetic_and_reach_no_consumer_rule(
+    built: Path, synthesized: Synth, tmp_path: Path
+) -> None:
+    from moto.events.models import EventPattern
+
+    seen: dict[str, Any] = {}
+
+    def inspect(cloud: Any, outputs: dict[str, Any], events_path: Path) -> None:
+        client = cloud.client("dynamodb")
+        pages = client.get_paginator("scan").paginate(TableName=outputs[names.OUTPUT_STATE_TABLE])
+        seen["items"] = [i for page in pages for i in page["Items"]]
+        lines = events_path.read_text().splitlines() if events_path.exists() else []
+        seen["events"] = [json.loads(line) for line in lines]
+
+    # Given the emulated deployment, inspected once the gate has run and its tokens were retired
+    outcome = run_local(
+        built, tmp_path / "reports", synthesized, LocalRun(after_run=inspect), say=lambda _l: None
+    )
+    assert outcome.passed
+    # Then every side effect the run wrote (outbox items other than checkpoints) is the acceptance project's
+    # and carries the synthetic attribute, and its item says so under the chain key's tag
+    side_effects = [
+        i
+        for i in seen["items"]
+        if i["sk"]["S"].startswith("O#") and i["outbox_kind"]["S"] != names.OUTBOX_KIND_CHECKPOINT
+    ]
+    assert side_effects, "the run dispatched no action: nothing was checked"
+    assert all(i["pk"]["S"].startswith("P#acceptance") for i in side_effects)
+    assert all(i.get(names.OUTBOX_SYNTHETIC_ATTRIBUTE) == {"S": "1"} for i in side_effects)
+    assert all(json.loads(i["item"]["S"])["synthetic"] is True for i in side_effects)
+    # And no consumer rule of the deployed template matches any of them as the outbox pipe relays them
+    rules = [
+        r["Properties"]["EventPattern"]
+        for r in synthesized.template["Resources"].values()
+        if r["Type"] == "AWS::Events::Rule"
+        and names.EVENT_SOURCE in r["Properties"].get("EventPattern", {}).get("source", [])
+    ]
+    assert rules
+    for item in side_effects:
+        event = {
+            "source": names.EVENT_SOURCE,
+            "detail-type": names.DETAIL_TYPE_OUTBOX,
+            "detail": {"eventName": "INSERT", "dynamodb": {"Keys": {}, "NewImage": item}},
+        }
+        assert not any(EventPattern(None, rule).matches_event(event) for rule in rules), item
+        # (the same item as a forge check, had it not been synthetic, would reach the publisher's rule)
+        plain = {k: v for k, v in item.items() if k != names.OUTBOX_SYNTHETIC_ATTRIBUTE}
+        plain["outbox_kind"] = {"S": names.OUTBOX_KIND_FORGE_CHECK}
+        event["detail"]["dynamodb"]["NewImage"] = plain
+        assert any(EventPattern(None, rule).matches_event(event) for rule in rules)
+    # And the local relay wrote them to the event log, marked, with no consumer's trace
+    relayed = [e for e in seen["events"] if e["detail-type"] != "sentinel.checkpoint"]
+    assert relayed and all(e["detail"].get("synthetic") is True for e in relayed)
+    assert not any("consumer_failed" in e["detail"] for e in relayed)
