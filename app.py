@@ -46,12 +46,15 @@ def build_app(
     """The app and its one stack. `context` overrides cdk.json (the CLI's -c values override both)."""
     app = cdk.App(context={**cdk_json_context(), **dict(context or {})}, outdir=outdir)
     config = DeploymentConfig.from_context(app.node.try_get_context)
+    raw_live = app.node.try_get_context("liveVersions")
     stack = SentinelStack(
         app,
         names.stack_name(config.stage),
         config=config,
         packages=packaging.read_digests(build_dir),
-        live_versions=live_versions(app.node.try_get_context("liveVersions")),
+        # Absent (a plain synth): `live` follows each new version. Given (`make deploy` always gives it), a
+        # function missing from it serves nothing yet, and the production API keeps its routes closed.
+        live_versions=(None if raw_live in (None, "") else live_versions(raw_live)),
         description=f"Sentinel ({config.stage}): a fail-closed readiness gate for changes made by coding "
         "agents",
     )

@@ -4,7 +4,7 @@ import json
 from typing import Any
 
 from bench.report_format import _failed, _table, _usd, _v
-from bench.report_sections import cold_start, store_cost
+from bench.report_sections import cold_start, cold_start_packages, store_cost
 
 BEGIN = "<!-- figures:begin (written by `.venv/bin/python -m bench --docs docs/benchmarks.md`) -->"
 END = "<!-- figures:end -->"
@@ -438,6 +438,7 @@ def ingestion(i: dict[str, Any]) -> list[str]:
 
 SECTION_TITLES = (
     ("cold_start", "1. Cold import of each handler", cold_start),
+    ("cold_start_packages", "1b. Cold import of the packages as built", cold_start_packages),
     ("store_cost", "2. Store cost per operation and per million", store_cost),
     ("decision_scaling", "3. Decision scaling", decision_scaling),
     ("audit_verify", "4. Audit chain verification", audit_verify),

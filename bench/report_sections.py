@@ -395,3 +395,27 @@ def store_cost(s: dict[str, Any]) -> list[str]:
             rows,
         )
     return out
+
+
+def cold_start_packages(c: dict[str, Any]) -> list[str]:
+    """bench/cold_start_packages.py: the zips as built, bytecode included, under the pinned CPython 3.13."""
+    if not c.get("measured"):
+        return [f"Not measured: {c.get('note', 'no reason given')}."]
+    out = [
+        f"The zips as built, unzipped as Lambda does, under `{c['interpreter']}` (CPython {c['python']}), "
+        f"median of {c['runs']} fresh interpreters each, interleaved; {c['measures']}. Compiled extensions "
+        f"swapped for this machine's build of the same versions: {len(c.get('extensions_swapped') or [])}. "
+        f"Naive baseline: {c['naive_baseline_cpu_ms']} ms.",
+        "",
+    ]
+    rows = [
+        [
+            f"`{name}`",
+            h["built_cpu_ms"],
+            h["without_bytecode_cpu_ms"],
+            h["saved_ms"],
+            f"× {h['built_vs_naive']}",
+        ]
+        for name, h in sorted(c["handlers"].items())
+    ]
+    return out + _table(["handler", "built, CPU ms", "without bytecode", "saved", "vs naive"], rows)

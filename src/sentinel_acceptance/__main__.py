@@ -93,7 +93,14 @@ def cmd_mint(args: argparse.Namespace) -> int:
 
     from sentinel_service.adapters.tokens import parse_duration
 
-    from .tokens import append_github_env, default_secret_id, mint, operator_runtime, store_in_secret
+    from .tokens import (
+        NotSynthetic,
+        append_github_env,
+        default_secret_id,
+        mint,
+        operator_runtime,
+        store_in_secret,
+    )
 
     region = args.region or default_region()
     stack = args.stack or default_stack()
@@ -104,7 +111,11 @@ def cmd_mint(args: argparse.Namespace) -> int:
         0
     ]
     outputs = {o["OutputKey"]: o.get("OutputValue") for o in described.get("Outputs", [])}
-    minted = mint(operator_runtime(outputs, region), args.project, parse_duration(args.ttl))
+    try:
+        minted = mint(operator_runtime(outputs, region), args.project, parse_duration(args.ttl))
+    except NotSynthetic as refused:
+        print(f"error: NOT_SYNTHETIC: {refused}\nnext: {refused.next_step}", file=sys.stderr)
+        return 1
     where = []
     if args.github_env:
         append_github_env(args.github_env, minted)

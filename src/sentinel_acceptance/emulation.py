@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from sentinel_service import names
+from sentinel_service.adapters.tokens import parse_duration
 from sentinel_service.http.routes import FUNCTIONS
 
 from .target import DEFAULT_PROJECT, EMULATION, BuiltPackage, Emulation, Target, read_build
@@ -476,6 +477,8 @@ class LocalRun:
     project: str = DEFAULT_PROJECT
     expect_mode: str = "auto"
     timings: dict[str, int] = field(default_factory=dict)
+    # Called once the run is over, before the emulated cloud stops: (cloud, stack outputs, event log path).
+    after_run: Callable[[Any, dict[str, Any], Path], None] = lambda _c, _o, _e: None
 
 
 def run_local(
@@ -548,7 +551,7 @@ def run_local(
         operator = operator_runtime(
             outputs, REGION, cloud.endpoint, str(key_file), str(chain_key_file), str(witness_file)
         )
-        minted = mint(operator, options.project, _seconds(DEFAULT_TTL))
+        minted = mint(operator, options.project, parse_duration(DEFAULT_TTL))
         # The same code path as a live run: the tokens reach the suite as environment variables.
         target.env = {
             f"SENTINEL_ACCEPTANCE_TOKEN_{role.upper()}": token for role, token in minted.tokens.items()
@@ -580,7 +583,8 @@ def run_local(
             )
             outcome = gate.run(target, reports_dir, say)
             lap("checks")
-        emulation.runner["tokens_retired"] = retire(operator)  # as `make acceptance` does after a live run
+        retire(operator)  # as `make acceptance` does after a live run
+        options.after_run(cloud, outputs, Path(scratch) / "events.jsonl")
         return outcome
 
 
@@ -591,9 +595,3 @@ def _relative(path: str | None, scratch: Path) -> str | None:
     return (
         f"<scratch>/{real.relative_to(scratch.resolve())}" if real.is_relative_to(scratch.resolve()) else path
     )
-
-
-def _seconds(text: str) -> int:
-    from sentinel_service.adapters.tokens import parse_duration
-
-    return parse_duration(text)

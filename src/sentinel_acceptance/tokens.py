@@ -194,12 +194,32 @@ def operator_env(
     return env
 
 
+class NotSynthetic(TokensUnavailable):
+    """The acceptance project exists but was not created synthetic: a run there would hand its side effects
+    (a dispatched check, a notification) to production's consumers. Nothing was minted."""
+
+    def __init__(self, project: str) -> None:
+        super().__init__(
+            f"the acceptance project {project!r} exists but is not synthetic: a run there would deliver its "
+            "side effects to production's consumers (it was created before acceptance projects were "
+            "synthetic, or by hand); projects are never deleted, and none is made synthetic after the fact"
+        )
+        self.next_step = (
+            f"run with a new acceptance project (--project {project}-2, or SENTINEL_ACCEPTANCE_PROJECT), "
+            "which mint creates synthetic"
+        )
+
+
 def mint(operator: Operator, project: str, ttl_seconds: int) -> Minted:
-    """Provision the acceptance project and principals where missing; issue each principal a new token.
-    Rotating voids the previous token at once, so a leaked token from an earlier run is worthless."""
+    """Provision the acceptance project (synthetic: its side effects reach the event log or archive and no
+    consumer) and principals where missing; issue each principal a new token. Rotating voids the previous
+    token at once, so a leaked token from an earlier run is worthless. An existing project that is not
+    synthetic is refused before anything is issued (NotSynthetic)."""
     created = []
-    if operator.provision_project(project, POLICIES, CONFIG):
+    if operator.provision_project(project, POLICIES, CONFIG, synthetic=True):
         created.append(f"project {project}")
+    elif not operator.project_synthetic(project):
+        raise NotSynthetic(project)
     tokens, expires = {}, {}
     for role, (principal_id, kind, roles) in PRINCIPALS.items():
         issued = operator.issue(principal_id, kind, None, {project: list(roles)}, ttl_seconds)

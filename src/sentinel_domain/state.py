@@ -83,6 +83,14 @@ class ProjectState:
             self._settings_memo = [entry for f in self.facts for entry in setting_entries(f)]
         return [f for f in self._settings_memo if _visible(f, as_of)]
 
+    @property
+    def synthetic(self) -> bool:
+        """A project the operator created synthetic (the acceptance suite's): its side effects are marked so
+        and delivered nowhere but the event log or archive. Only the chain's first fact, `project.created`,
+        can say so: nothing appended later turns a project synthetic or back."""
+        first = self.facts[0] if self.facts else None
+        return bool(first and first["type"] == "project.created" and first.get("synthetic") is True)
+
     def config_entry(self, as_of: str | None = None) -> dict[str, Any] | None:
         entries = [f for f in self.settings(as_of) if f["type"] == "config.set"]
         return entries[-1] if entries else None

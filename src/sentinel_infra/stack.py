@@ -135,6 +135,14 @@ class SentinelStack(cdk.Stack):
         if config.model_provider == "bedrock":
             self.functions[PLANS_FUNCTION].grant(["bedrock:InvokeModel"], self._model_arns(config))
 
+        # Acceptance before traffic, on a first deploy too: a function with no version production already
+        # serves (every function, on a stack's first deploy) has its production routes closed until the
+        # promote step and the deploy after it (docs/deploy.md, "The first deploy").
+        unserved = (
+            frozenset()
+            if live_versions is None
+            else frozenset(n for n in [*self.functions, names.AUTHORIZER_FUNCTION] if n not in live_versions)
+        )
         self.api = Api(
             self,
             "Api",
@@ -142,6 +150,7 @@ class SentinelStack(cdk.Stack):
             functions=self.functions,
             authorizer=self.authorizer,
             log_retention=retention,
+            unserved=unserved,
         )
         # The same routes on the `next` aliases: where acceptance runs before the promote step moves `live`.
         # Its own access log and metrics, so acceptance traffic never counts toward production's alarms.

@@ -36,10 +36,10 @@ def cmd_projects_create(args: argparse.Namespace) -> int:
         return fail("VALIDATION_FAILED", f"a project id must match {PROJECT_ID}")
     operator = services_for(args).operator
     try:
-        seq = operator.create_project(args.id)
+        seq = operator.create_project(args.id, synthetic=args.synthetic)
     except Refusal as refusal:
         return fail(refusal.code, refusal.detail, "pick another id, or use the existing project")
-    print(json.dumps({"project": args.id, "seq": seq}))
+    print(json.dumps({"project": args.id, "seq": seq, **({"synthetic": True} if args.synthetic else {})}))
     return 0
 
 
@@ -162,6 +162,12 @@ def register(commands: Commands) -> None:
     projects = commands.group("projects", help="manage projects")
     create = projects.add_parser("create", help="create a project and its chain")
     create.add_argument("--id", required=True)
+    create.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="a synthetic project (the acceptance suite's): its side effects reach the event log or archive "
+        "and no consumer; fixed at creation",
+    )
     add_store_options(create)
     create.set_defaults(run=cmd_projects_create)
     listed = projects.add_parser(

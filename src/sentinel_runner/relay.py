@@ -14,7 +14,10 @@ forge check publisher, are handed to it before they are marked relayed, as the b
 publisher function in AWS. A forge that cannot be reached leaves the item in the outbox, retried with
 exponential backoff (FORGE_BACKOFF_SECONDS, doubling) up to FORGE_ATTEMPTS times; then the item is handed over
 to the sweep (the check's record has fallen due) so that a long outage never holds back the items behind it.
-The relay thread also runs the publisher's sweep every `sweep_interval` seconds."""
+The relay thread also runs the publisher's sweep every `sweep_interval` seconds.
+
+A synthetic project's side effects (marked by the gate, `synthetic: true` under the item's tag, or by the
+store's row) go to the event log and nowhere else: no forge check publisher, no consumer."""
 
 import json
 import os
@@ -29,7 +32,7 @@ from sentinel_domain.forge import ForgeRefused, ForgeUnavailable
 from sentinel_domain.forge_checks import FORGE_CHECK_KIND, FORGE_RECHECK_KIND
 from sentinel_domain.integrity import ChainSeal, CheckpointForged, checkpoint_from_outbox
 from sentinel_domain.ports import StreamRef, Witness, WitnessConflict
-from sentinel_domain.usecases.chain import ANSWER_TAG, side_effect_verifies
+from sentinel_domain.usecases.chain import ANSWER_TAG, SYNTHETIC, side_effect_verifies
 
 
 class EventLog:
@@ -145,6 +148,19 @@ class OutboxRelay:
                 detail = self._authentic(pending["pk"], pending["item"])
                 if detail is WAIT:
                     continue  # the chain key cannot be read now: the item waits for the next round
+                if detail is not None and (detail.get(SYNTHETIC) is True or pending.get("synthetic")):
+                    # A synthetic project's side effect (the acceptance suite's): the event log only, as in
+                    # AWS the archive keeps it and every consumer rule excludes it. No forge, no consumer.
+                    self.log.publish(
+                        {
+                            "source": "sentinel",
+                            "detail-type": f"sentinel.{pending['kind']}",
+                            "detail": {**detail, SYNTHETIC: True},
+                        }
+                    )
+                    self.store.mark_relayed(pending["pk"], pending["sk"])
+                    moved += 1
+                    continue
                 if detail is not None and not self._forge(pending, detail):
                     continue  # the forge cannot take it now: the item waits, with backoff
                 if detail is not None and pending["kind"] in self.consumers:

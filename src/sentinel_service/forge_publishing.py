@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sentinel_domain.forge_checks import FORGE_CHECK_KIND, FORGE_RECHECK_KIND
+from sentinel_domain.usecases.chain import SYNTHETIC
 from sentinel_service.compose import Services
 
 log = logging.getLogger("sentinel.forge_checks")
@@ -60,6 +61,8 @@ def handle(services: Services, event: dict[str, Any]) -> dict[str, Any]:
     item = outbox_item(event)
     if item is None:
         return {"ignored": True}
+    if item.get(SYNTHETIC) is True:  # excluded by the bus rule; arrived anyway (its attribute stripped)
+        return {"ignored": True, "synthetic": True}
     done = checks.handle(item)
     return {"published": [(p.candidate_id, p.status, p.conclusion) for p in done]}
 

@@ -125,6 +125,10 @@ OUTBOX_KIND_FORGE_RECHECK = "forge_recheck"
 OUTBOX_KIND_NOTIFICATION = "notification"
 NOTIFICATION_EVENT_ATTRIBUTE = "notification_event"
 NOTIFICATION_TEXT_ATTRIBUTE = "notification_text"
+# A synthetic project's side effects (the acceptance suite's; sentinel_domain.usecases.chain.SYNTHETIC) carry
+# this attribute, a string "1", beside their item: every consumer rule on the bus excludes items that have it
+# (sentinel_infra.constructs.events.consumer_pattern); the archive keeps them like any other.
+OUTBOX_SYNTHETIC_ATTRIBUTE = "outbox_synthetic"
 
 # ---- the witness (S3 under Object Lock) and the chain verifier ---------------------------------------------
 WITNESS_WRITER_FUNCTION = "witness_writer"  # fed by the state table's stream (a pipe), never by the API

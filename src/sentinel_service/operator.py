@@ -67,18 +67,30 @@ class Operator:
         stream = self.gate.store.load(StreamRef(project))
         return bool(stream and stream.facts)
 
-    def create_project(self, project: str) -> int:
-        """A new project and its chain; the seq of its first event. An existing id is refused."""
-        return self.gate.create_project(project).seq
+    def create_project(self, project: str, *, synthetic: bool = False) -> int:
+        """A new project and its chain; the seq of its first event. An existing id is refused. `synthetic`
+        (the acceptance suite's project): every side effect it writes is marked synthetic and reaches the
+        event log or archive only. It is fixed when the project is created: nothing, no API, changes it."""
+        return self.gate.create_project(project, synthetic=synthetic).seq
+
+    def project_synthetic(self, project: str) -> bool:
+        """Whether an existing project was created synthetic, from its verified chain (Refusal NOT_FOUND when
+        there is no such project)."""
+        return self.gate.chain.project(project)[1].synthetic
 
     def provision_project(
-        self, project: str, policies: Mapping[str, Mapping[str, Any]], config: Mapping[str, Any]
+        self,
+        project: str,
+        policies: Mapping[str, Mapping[str, Any]],
+        config: Mapping[str, Any],
+        *,
+        synthetic: bool = False,
     ) -> bool:
         """Idempotent: a missing project is created with these policies and this configuration (True); an
         existing one keeps its chain untouched (False)."""
         if self.project_exists(project):
             return False
-        self.create_project(project)
+        self.create_project(project, synthetic=synthetic)
         for policy_id, policy in policies.items():
             self.gate.put_policy(project, policy_id, OPERATOR, Policy.model_validate(policy))
         self.gate.put_config(project, OPERATOR, ProjectConfig.model_validate(config), None)

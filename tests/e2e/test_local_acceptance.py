@@ -7,7 +7,9 @@ package digest in health. Each must fail the gate with the right check named, an
 """
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +19,9 @@ from sentinel_acceptance.emulation import LocalRun, Synth, run_local
 from sentinel_acceptance.gate import CHECK_NAMES
 from sentinel_acceptance.report import attempts
 from sentinel_acceptance.target import read_build
+from sentinel_infra.config import DeploymentConfig
+from sentinel_service import names
+from sentinel_service.http.routes import ROUTES
 from support.tamper import build_with_functions, functions_asset, retarget, set_package_digest, zip_with
 
 NOT_EMULATED_HERE = {"route_integrations", "alarms", "alarm_delivery", "budget"}
@@ -217,3 +222,104 @@ def test_a_wrong_package_digest_in_health_fails_health(
     assert wrong in detail(report, "health") and read_build(built)["functions"].sha256 in detail(
         report, "health"
     )
+
+
+@pytest.fixture(scope="module")
+def inspected(built: Path, synthesized: Synth, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One passing emulated run, with what it left in the emulated state table and the relay's event log
+    (read once the gate has run and its tokens were retired, before the emulated cloud stops)."""
+    seen: dict[str, Any] = {}
+
+    def inspect(cloud: Any, outputs: dict[str, Any], events_path: Path) -> None:
+        client = cloud.client("dynamodb")
+        pages = client.get_paginator("scan").paginate(TableName=outputs[names.OUTPUT_STATE_TABLE])
+        seen["items"] = [i for page in pages for i in page["Items"]]
+        lines = events_path.read_text().splitlines() if events_path.exists() else []
+        seen["events"] = [json.loads(line) for line in lines]
+
+    options = LocalRun(after_run=inspect)
+    outcome = run_local(
+        built, tmp_path_factory.mktemp("reports"), synthesized, options, say=lambda _line: None
+    )
+    assert outcome.passed
+    seen["report"] = report_of(outcome.report)
+    return seen
+
+
+def test_the_acceptance_projects_side_effects_are_synthetic_and_reach_no_consumer_rule(
+    inspected: dict[str, Any], synthesized: Synth
+) -> None:
+    from moto.events.models import EventPattern
+
+    # Given the emulated deployment, inspected once the gate has run and its tokens were retired
+    seen = inspected
+    # Then every side effect the run wrote (outbox items other than checkpoints) is the acceptance project's
+    # and carries the synthetic attribute, and its item says so under the chain key's tag
+    side_effects = [
+        i
+        for i in seen["items"]
+        if i["sk"]["S"].startswith("O#") and i["outbox_kind"]["S"] != names.OUTBOX_KIND_CHECKPOINT
+    ]
+    assert side_effects, "the run dispatched no action: nothing was checked"
+    assert all(i["pk"]["S"].startswith("P#acceptance") for i in side_effects)
+    assert all(i.get(names.OUTBOX_SYNTHETIC_ATTRIBUTE) == {"S": "1"} for i in side_effects)
+    assert all(json.loads(i["item"]["S"])["synthetic"] is True for i in side_effects)
+    # And no consumer rule of the deployed template matches any of them as the outbox pipe relays them
+    rules = [
+        r["Properties"]["EventPattern"]
+        for r in synthesized.template["Resources"].values()
+        if r["Type"] == "AWS::Events::Rule"
+        and names.EVENT_SOURCE in r["Properties"].get("EventPattern", {}).get("source", [])
+    ]
+    assert rules
+    for item in side_effects:
+        event = {
+            "source": names.EVENT_SOURCE,
+            "detail-type": names.DETAIL_TYPE_OUTBOX,
+            "detail": {"eventName": "INSERT", "dynamodb": {"Keys": {}, "NewImage": item}},
+        }
+        assert not any(EventPattern(None, rule).matches_event(event) for rule in rules), item
+        # (the same item as a forge check, had it not been synthetic, would reach the publisher's rule)
+        plain = {k: v for k, v in item.items() if k != names.OUTBOX_SYNTHETIC_ATTRIBUTE}
+        plain["outbox_kind"] = {"S": names.OUTBOX_KIND_FORGE_CHECK}
+        event["detail"]["dynamodb"]["NewImage"] = plain
+        assert any(EventPattern(None, rule).matches_event(event) for rule in rules)
+    # And the local relay wrote them to the event log, marked, with no consumer's trace
+    relayed = [e for e in seen["events"] if e["detail-type"] != "sentinel.checkpoint"]
+    assert relayed and all(e["detail"].get("synthetic") is True for e in relayed)
+    assert not any("consumer_failed" in e["detail"] for e in relayed)
+
+
+def test_two_acceptance_runs_in_five_minutes_trip_no_alarm_of_the_stack(inspected: dict[str, Any]) -> None:
+    """Counts what one run sends (every HTTP exchange it recorded) against the thresholds of the alarms that
+    could see it. The function alarms watch each function's metrics across all its versions (Lambda's
+    FunctionName dimension), so the `next` versions' invocations count there; the API alarms watch the
+    production API only, which `make deploy`'s run (`--alias next`) never calls."""
+    config = DeploymentConfig()
+    exchanges = inspected["report"]["flow"]["exchanges"]
+    assert exchanges
+    # Given each exchange's function, by the route table (the authorizer runs for each token-bearing request
+    # to a non-public route at most once: counted without its cache)
+    routes = [(r, re.compile("^" + re.sub(r"\{[^/]+\}", "[^/]+", r.path) + "$")) for r in ROUTES]
+    invocations: dict[str, int] = {}
+    for x in exchanges:
+        path = x["path"].split("?")[0]
+        path = path if path.startswith("/v1/") else "/v1" + path
+        route = next(r for r, pattern in routes if r.method == x["method"] and pattern.match(path))
+        if x["role"] != "anonymous" and not route.public:
+            invocations[names.AUTHORIZER_FUNCTION] = invocations.get(names.AUTHORIZER_FUNCTION, 0) + 1
+        if x["status"] < 400 or x["role"] not in ("anonymous", "wrong-token"):
+            invocations[route.function] = invocations.get(route.function, 0) + 1
+    # Then two runs stay under every function's invocation-spike threshold, with room to spare
+    assert max(invocations.values()) * 2 < config.invocation_spike_threshold / 5, invocations
+    # And a passing run answers no 5xx (the errors and api-5xx alarms)
+    assert not [x for x in exchanges if x["status"] >= 500]
+    # And its refusals are what docs/acceptance.md says: a 401 and a 403 per stateful route, enough that two
+    # runs against the production API would trip the denials alarm; `make deploy` sends them to the
+    # acceptance API, which no alarm watches (tests/infrastructure/test_stack_monitoring.py)
+    stateful = sum(1 for r in ROUTES if not r.public)
+    refused = [
+        x for x in exchanges if x["role"] in ("anonymous", "wrong-token") and x["status"] in (401, 403)
+    ]
+    assert len([x for x in refused if x["status"] == 403]) == stateful
+    assert 2 * stateful > config.authorizer_denials_threshold

@@ -101,3 +101,21 @@ def test_a_reopened_pull_request_republishes_the_existing_candidates_check(world
     published = forge.checks[before:]
     assert [check.name for _repo, check in published] == ["sentinel/staging"]
     assert published[0][1].conclusion != "success"
+
+
+def test_a_synthetic_item_that_reaches_the_worker_anyway_is_never_acted_on(world: World) -> None:
+    from sentinel_domain.ports import StreamRef
+    from sentinel_domain.usecases.chain import ANSWER_TAG, SYNTHETIC, seal_side_effect
+    from support.world import SEAL
+
+    # Given a synthetic project's delivery item, tagged by the gate, whose attribute the bus rule excludes
+    # was stripped from the table item (so the rule let it through)
+    entry = delivered(world)
+    signed = hashlib.sha256(pull_request()).hexdigest()
+    body = {k: v for k, v in entry.items() if k != ANSWER_TAG}
+    synthetic = seal_side_effect(SEAL, StreamRef(PROJECT, f"dlv_{signed}"), {**body, SYNTHETIC: True})
+    before = world.store.snapshot()
+    # When the worker receives it
+    answer = worker_handler(lambda: world.services)(bus_event(synthetic), None)
+    # Then it is ignored: no candidate, nothing written
+    assert answer == {"status": "synthetic"} and world.store.snapshot() == before

@@ -158,8 +158,15 @@ def test_make_deploy_uses_the_pinned_cli_and_writes_outputs_where_the_names_modu
         'acceptance ACCEPTANCE_FLAGS="--alias next',
         "live was not moved",
         "sentinel_acceptance promote",
+        # then, only where a function was served for the first time, the deploy that opens its routes
+        "sentinel_acceptance live-versions",
+        '-c liveVersions="$$LIVE"',
     ]
-    positions = [deploy.index(step) for step in steps]
+    positions, at = [], 0
+    for step in steps:
+        at = deploy.index(step, at)
+        positions.append(at)
+        at += len(step)
     assert positions == sorted(positions)
     # And `make acceptance` mints tokens of minutes before the run and voids them after it, whatever happens
     acceptance = (REPO / "mk" / "acceptance.mk").read_text()

@@ -106,8 +106,11 @@ def stream_record(sk: str, event_name: str = "INSERT", **attributes: str) -> dic
 
 
 def matches(pattern: Any, event: Any) -> bool:
-    """EventBridge's matching for the operators the filters use: values, prefix, anything-but and exists."""
+    """EventBridge's matching for the operators the filters use: values, prefix, anything-but and exists.
+    A pattern's object over a field the event lacks is matched against nothing ({}): only its leaves'
+    operators decide (an `exists: false` leaf under an absent field matches, as in EventBridge)."""
     if isinstance(pattern, dict):
+        event = {} if event is None else event
         return isinstance(event, dict) and all(
             matches(value, event.get(key)) if not _is_exists(value) else (key in event) == value[0]["exists"]
             for key, value in pattern.items()

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sentinel_acceptance.tokens import PRINCIPALS, RETIRED_TTL_SECONDS, mint, retire
+from sentinel_acceptance.tokens import PRINCIPALS, RETIRED_TTL_SECONDS, NotSynthetic, mint, retire
 from sentinel_domain.integrity import ChainSeal
 from sentinel_domain.memory import MemoryWitness
 from sentinel_service.adapters.tables import ensure_tables
@@ -84,3 +84,27 @@ def test_a_live_runs_operator_reads_the_chain_key_and_witness_the_stack_outputs(
     # Then its writes are sealed with the stack's chain key and checked against its witness
     assert (settings.chain_key_secret_arn, settings.witness_bucket) == ("arn:chain", "witness-bucket")
     assert settings.token_key_secret_arn == "arn:token" and not settings.chain_key_file
+
+
+def test_mint_creates_the_acceptance_project_synthetic(operator: Operator) -> None:
+    # Given no acceptance project yet
+    # When the first run mints
+    minted = mint(operator, "acceptance", 15 * 60)
+    # Then it created the project, and created it synthetic (its side effects reach no consumer)
+    assert "project acceptance" in minted.created
+    assert operator.project_synthetic("acceptance") is True
+
+
+def test_mint_refuses_an_existing_acceptance_project_that_is_not_synthetic(operator: Operator) -> None:
+    # Given an acceptance project created before acceptance projects were synthetic (a plain project)
+    operator.create_project("acceptance")
+    # When a run mints its tokens there
+    with pytest.raises(NotSynthetic) as refused:
+        mint(operator, "acceptance", 15 * 60)
+    # Then it is refused, saying why and what to do next, and no acceptance principal was created or issued
+    assert "not synthetic" in str(refused.value)
+    assert "--project acceptance-2" in refused.value.next_step
+    assert all(operator.principal(p) is None for p, _, _ in PRINCIPALS.values())
+    # And a new acceptance project, as the next step says, is created synthetic and mints
+    assert mint(operator, "acceptance-2", 15 * 60).tokens
+    assert operator.project_synthetic("acceptance-2") is True

@@ -127,6 +127,12 @@ def test_the_publisher_function_takes_the_item_from_the_relayed_stream_record(wo
         "ignored": True
     }
     assert handle(services(world, forge), {"detail-type": "Scheduled Event", "detail": {}})["sweep"] is True
+    # And a synthetic project's item, had its excluded attribute been stripped, publishes nothing
+    marked = json.dumps({**item, "synthetic": True})
+    event["detail"]["dynamodb"]["NewImage"]["item"] = {"S": marked}
+    calls = len(forge.calls)
+    assert handle(services(world, forge), event) == {"ignored": True, "synthetic": True}
+    assert len(forge.calls) == calls
 
 
 def test_the_publisher_function_raises_a_forge_fault_for_lambda_to_retry(world: World) -> None:

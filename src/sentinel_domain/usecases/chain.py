@@ -4,6 +4,7 @@ keep (and replay) the first success of an idempotent request.
 
 The use cases hold the rules; this holds the plumbing, once."""
 
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -129,6 +130,25 @@ class CommitRequest:
 
 
 ANSWER_TAG = "_tag"  # where a completed idempotency record keeps its answer's tag (and an outbox item its)
+# The key a synthetic project's side effects carry (`true`), and nobody else's: the stores lift it to an
+# attribute of their own (outbox_synthetic), which every consumer rule excludes and the local relay honours.
+SYNTHETIC = "synthetic"
+
+
+def marked_side_effects(outbox: list[dict[str, Any]], synthetic: bool) -> list[dict[str, Any]]:
+    """The outbox as the project's nature says, whatever a use case (or a request body it copied) put there:
+    `synthetic: true` on every entry of a synthetic project, and the key on no entry of any other."""
+    marked = []
+    for entry in outbox:
+        body = {k: v for k, v in entry.items() if k != SYNTHETIC}
+        marked.append({**body, SYNTHETIC: True} if synthetic else body)
+    return marked
+
+
+def first_fact_synthetic(facts: dict[int, str], fact: dict[str, Any]) -> bool:
+    """Whether a project chain holding `facts` (about to append `fact`) is synthetic: its first fact says."""
+    first = json.loads(facts[min(facts)]) if facts else fact
+    return first.get("type") == "project.created" and first.get(SYNTHETIC) is True
 
 
 def side_effect_fields(ref: StreamRef, entry: dict[str, Any]) -> dict[str, Any]:
@@ -202,6 +222,9 @@ class Chain:
         self.appends_witness = appends_witness
         # Checkpoints held back while an append is part of a larger transaction, per thread.
         self._deferred: dict[int, list[tuple[StreamRef, dict[str, Any]]]] = {}
+        # Whether each project is synthetic, learned from its verified chain only (`project`). It is fixed by
+        # the project's first fact, so a value once read stays true for the life of this gate.
+        self._synthetic: dict[str, bool] = {}
 
     def now(self) -> str:
         return format_time(self.clock.now())
@@ -287,9 +310,11 @@ class Chain:
             )
         self.require_intact(stream)
         try:
-            return stream, ProjectState.from_facts(project, stream.facts)
+            state = ProjectState.from_facts(project, stream.facts)
         except (ValueError, KeyError, TypeError) as error:
             raise unavailable("a stored fact of the project cannot be read; nothing was changed") from error
+        self._synthetic[project] = state.synthetic
+        return stream, state
 
     def candidate(
         self, project: str, candidate_id: str, as_of: str | None = None
@@ -333,6 +358,17 @@ class Chain:
 
     # ---- the write -----------------------------------------------------------------------------------
 
+    def synthetic(self, stream: Stream, fact: dict[str, Any]) -> bool:
+        """Whether the chain's project is synthetic, from its verified project chain: the project chain itself
+        (its first fact, or the fact creating it), else what `project` read (every use case that appends
+        reads it first), else a verified read of it now. Never from a request."""
+        if stream.ref.candidate_id is None:
+            # Not remembered: a project this write creates exists only once the write commits.
+            return first_fact_synthetic(stream.facts, fact)
+        if stream.ref.project not in self._synthetic:
+            self.project(stream.ref.project)
+        return self._synthetic[stream.ref.project]
+
     def commit(self, request: CommitRequest, outcome: Callable[[int], T]) -> T:
         """Append the fact, its event and the new head in one write; the outcome names the new seq. An
         idempotent request's record completes in the same write, keeping the outcome for replay. With the
@@ -370,7 +406,10 @@ class Chain:
             "hash": event["hash"],
             **{k: v for k, v in request.head.items() if k not in HEAD_OWN},
         }
-        outbox = list(request.outbox)
+        # Marked in one place for every use case: a synthetic project's side effects reach the event log and
+        # the archive and no consumer (docs/deploy.md, "The acceptance project"). Checkpoints are not side
+        # effects: the witness needs them whatever the project.
+        outbox = marked_side_effects(request.outbox, self.synthetic(stream, fact)) if request.outbox else []
         checkpoint = None
         if seal is not None:
             # A side effect leaves through the outbox only with a tag the relay checks: an item written into

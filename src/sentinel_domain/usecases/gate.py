@@ -119,8 +119,8 @@ class Gate:
 
     # ---- the operator's project chain (CLI only, never over the API) -----------------------------------
 
-    def create_project(self, project: str) -> ProjectEventRecorded:
-        return projects.create_project(self.chain, project)
+    def create_project(self, project: str, *, synthetic: bool = False) -> ProjectEventRecorded:
+        return projects.create_project(self.chain, project, synthetic=synthetic)
 
     def record_project_event(self, project: str, type_: str, payload: dict[str, Any]) -> ProjectEventRecorded:
         return projects.record_project_event(self.chain, project, type_, payload)

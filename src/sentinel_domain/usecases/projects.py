@@ -24,7 +24,11 @@ from ..state import BUNDLE_FACT, ProjectState
 from .chain import OPERATOR, Chain, CommitRequest, if_match_value, need
 
 
-def create_project(chain: Chain, project: str) -> ProjectEventRecorded:
+def create_project(chain: Chain, project: str, *, synthetic: bool = False) -> ProjectEventRecorded:
+    """A new project chain. `synthetic` (the operator's choice, never a request's): every side effect of the
+    project is marked synthetic (Chain.commit). The fact carries the key only when it is true, so chains
+    written before it existed replay to the same digests."""
+
     def attempt() -> ProjectEventRecorded:
         stream = chain.load(StreamRef(project), release=True) or Stream(StreamRef(project), [], {}, None)
         if stream.facts:
@@ -32,7 +36,9 @@ def create_project(chain: Chain, project: str) -> ProjectEventRecorded:
         # A new chain is checked too: one the witness knows (its partition lost) is never created again, and
         # without a witness or a key nothing is.
         chain.require_intact(stream)
-        fact = {"type": "project.created", "project": project, "recorded_at": chain.now()}
+        fact: dict[str, Any] = {"type": "project.created", "project": project, "recorded_at": chain.now()}
+        if synthetic:
+            fact["synthetic"] = True
         return chain.commit(
             CommitRequest(stream, OPERATOR, fact), lambda seq: ProjectEventRecorded(project=project, seq=seq)
         )

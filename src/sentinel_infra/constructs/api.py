@@ -68,8 +68,13 @@ class Api(Construct):
         authorizer: ServiceFunction,
         log_retention: logs.RetentionDays,
         alias: str = names.LIVE_ALIAS,
+        unserved: frozenset[str] = frozenset(),
     ) -> None:
+        """`unserved`: functions no accepted version of which serves yet (all of them on a stack's first
+        deploy): every route that would invoke one (its own, or the authorizer's) is closed, throttled to
+        zero, so API Gateway answers 429 without invoking anything until a promote and the deploy after it."""
         super().__init__(scope, construct_id)
+        self.unserved = unserved
         # The production API calls the `live` aliases; the acceptance API, the same routes on `next`.
         self.alias_name = alias
         suffix = "" if alias == names.LIVE_ALIAS else f"-{alias}"
@@ -93,9 +98,9 @@ class Api(Construct):
             http_api=self.http_api,
             stage_name="$default",
             auto_deploy=True,
-            throttle=apigw.ThrottleSettings(
-                rate_limit=config.api_rate_limit, burst_limit=config.api_burst_limit
-            ),
+            throttle=apigw.ThrottleSettings(rate_limit=0, burst_limit=0)
+            if unserved
+            else apigw.ThrottleSettings(rate_limit=config.api_rate_limit, burst_limit=config.api_burst_limit),
         )
         # Simple responses carry the principal's roles in the context; the answer is cached per Authorization
         # header for at most authorizerCacheSeconds (30), which is how long a revoked token may still pass.
@@ -140,10 +145,11 @@ class Api(Construct):
             name: (getattr(config, f"{name}_rate_limit"), getattr(config, f"{name}_burst_limit"))
             for name in ("api", "write", "proposal", "public")
         }
+        limits["closed"] = (0, 0)
         stage.route_settings = {
             key: {
-                "ThrottlingRateLimit": limits[throttle_class(route)][0],
-                "ThrottlingBurstLimit": limits[throttle_class(route)][1],
+                "ThrottlingRateLimit": limits[self.route_class(route)][0],
+                "ThrottlingBurstLimit": limits[self.route_class(route)][1],
             }
             for route in ROUTES
             for key in [route_key(route)]
@@ -151,6 +157,13 @@ class Api(Construct):
         # Route settings name route keys, which must exist before the stage refers to them.
         for route in self.routes.values():
             self.stage.node.add_dependency(route)
+
+    def route_class(self, route: Route) -> str:
+        """The route's throttle class, or `closed` while what it invokes has no accepted version serving."""
+        authorized = not route.public
+        if route.function in self.unserved or (authorized and names.AUTHORIZER_FUNCTION in self.unserved):
+            return "closed"
+        return throttle_class(route)
 
     def _acknowledge_public_routes(self) -> None:
         for route in ROUTES:

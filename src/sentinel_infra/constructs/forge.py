@@ -25,6 +25,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from sentinel_infra.constructs.consumers import consumer_rule
 from sentinel_infra.constructs.dead_letters import dead_letter_queue
 from sentinel_infra.constructs.service_function import ServiceFunction
 from sentinel_service import names
@@ -39,12 +40,8 @@ WORKER_MAX_EVENT_AGE = Duration.hours(6)
 ALARM_PERIOD = Duration.minutes(5)
 
 
-def forge_rule_pattern() -> events.EventPattern:
-    return events.EventPattern(
-        source=[names.EVENT_SOURCE],
-        detail_type=[names.DETAIL_TYPE_OUTBOX],
-        detail={"dynamodb": {"NewImage": {"outbox_kind": {"S": list(FORGE_KINDS)}}}},
-    )
+# The worker's items, in the stream image the pipe relays (consumer_rule excludes synthetic ones).
+FORGE_IMAGE = {"outbox_kind": {"S": list(FORGE_KINDS)}}
 
 
 class Forge(Construct):
@@ -112,11 +109,11 @@ class Forge(Construct):
             if isinstance(cfn_bus, events.CfnEventBus)
             else bus
         )
-        self.rule = events.Rule(
+        self.rule = consumer_rule(
             self,
             "WorkerRule",
-            event_bus=named,
-            event_pattern=forge_rule_pattern(),
+            bus=named,
+            new_image=FORGE_IMAGE,
             targets=[
                 targets.LambdaFunction(
                     worker.alias,

@@ -34,6 +34,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from sentinel_infra.constructs.consumers import consumer_rule
 from sentinel_infra.constructs.dead_letters import dead_letter_queue
 from sentinel_infra.constructs.service_function import ServiceFunction
 from sentinel_service import names
@@ -45,13 +46,8 @@ DELIVERY_RETRIES = 10  # EventBridge -> Lambda (throttled or unavailable service
 DELIVERY_MAX_AGE = Duration.hours(6)
 FUNCTION_RETRIES = 2  # Lambda's asynchronous retries of a function error (its maximum), with backoff
 FUNCTION_MAX_AGE = Duration.hours(6)
-FORGE_ITEMS_PATTERN = {
-    "dynamodb": {
-        "NewImage": {
-            "outbox_kind": {"S": [names.OUTBOX_KIND_FORGE_CHECK, names.OUTBOX_KIND_FORGE_RECHECK]},
-        }
-    }
-}
+# The publisher's items, in the stream image the pipe relays (consumer_rule excludes synthetic ones).
+FORGE_ITEMS_IMAGE = {"outbox_kind": {"S": [names.OUTBOX_KIND_FORGE_CHECK, names.OUTBOX_KIND_FORGE_RECHECK]}}
 
 
 class ForgeChecks(Construct):
@@ -111,15 +107,11 @@ class ForgeChecks(Construct):
             max_event_age=FUNCTION_MAX_AGE,
             on_failure=destinations.SqsDestination(self.dead_letters),
         )
-        self.items = events.Rule(
+        self.items = consumer_rule(
             self,
             "Items",
-            event_bus=bus,
-            event_pattern=events.EventPattern(
-                source=[names.EVENT_SOURCE],
-                detail_type=[names.DETAIL_TYPE_OUTBOX],
-                detail=FORGE_ITEMS_PATTERN,
-            ),
+            bus=bus,
+            new_image=FORGE_ITEMS_IMAGE,
             targets=[
                 targets.LambdaFunction(
                     fn.alias,

@@ -34,6 +34,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from sentinel_infra.config import DeploymentConfig
+from sentinel_infra.constructs.consumers import consumer_pattern, consumer_rule
 from sentinel_infra.constructs.dead_letters import dead_letter_queue
 from sentinel_service import names
 
@@ -44,14 +45,9 @@ TEXT_PATH = f"{_IMAGE}.{names.NOTIFICATION_TEXT_ATTRIBUTE}.S"
 EVENT_PATH = f"{_IMAGE}.{names.NOTIFICATION_EVENT_ATTRIBUTE}.S"
 ITEM_PATH = f"{_IMAGE}.item.S"
 # What the rule matches: a new notification outbox item relayed by the outbox pipe.
-PATTERN: dict[str, Any] = {
-    "source": [names.EVENT_SOURCE],
-    "detail-type": [names.DETAIL_TYPE_OUTBOX],
-    "detail": {
-        "eventName": ["INSERT"],
-        "dynamodb": {"NewImage": {"outbox_kind": {"S": [names.OUTBOX_KIND_NOTIFICATION]}}},
-    },
-}
+PATTERN: dict[str, Any] = consumer_pattern(
+    {"outbox_kind": {"S": [names.OUTBOX_KIND_NOTIFICATION]}}, eventName=["INSERT"]
+)
 
 
 def enabled(config: DeploymentConfig) -> bool:
@@ -110,14 +106,13 @@ class Notifications(Construct):
                 conditions={"ArnEquals": {"aws:SourceArn": self.rule_arn}},
             )
         )
-        self.rule = events.Rule(
+        self.rule = consumer_rule(
             self,
             "Rule",
             rule_name=rule_name,
-            event_bus=bus,
-            event_pattern=events.EventPattern(
-                source=PATTERN["source"], detail_type=PATTERN["detail-type"], detail=PATTERN["detail"]
-            ),
+            bus=bus,
+            new_image={"outbox_kind": {"S": [names.OUTBOX_KIND_NOTIFICATION]}},
+            detail={"eventName": ["INSERT"]},
             description="Sentinel notifications (decision.changed, review.requested, hold.needs_person) "
             "to the configured targets",
         )

@@ -24,6 +24,7 @@ from typing import Any
 
 from sentinel_domain.errors import StoreUnavailable
 from sentinel_domain.ports import Append, IdempotencyRecord, Stream, StreamRef
+from sentinel_domain.usecases.chain import SYNTHETIC
 from sentinel_service.adapters.state_layout import (
     CLAIM_PREFIX,
     EVENT_PREFIX,
@@ -46,6 +47,7 @@ from sentinel_service.names import (
     NOTIFICATION_EVENT_ATTRIBUTE,
     NOTIFICATION_TEXT_ATTRIBUTE,
     OUTBOX_KIND_NOTIFICATION,
+    OUTBOX_SYNTHETIC_ATTRIBUTE,
 )
 
 # The stored record keeps the shape earlier releases wrote and replay from: `response_status` beside the body.
@@ -199,6 +201,10 @@ def outbox_item(pk: str, seq: int, index: int, entry: dict[str, Any], at: Any) -
         # (sentinel_infra/constructs/notifications.py reads these two).
         item[NOTIFICATION_EVENT_ATTRIBUTE] = {"S": str(entry.get("event", ""))}
         item[NOTIFICATION_TEXT_ATTRIBUTE] = {"S": str(entry.get("text", ""))}
+    if entry.get(SYNTHETIC) is True:
+        # A top-level attribute, because the bus's rules see the stream image, not inside `item`; absent
+        # (never "0") otherwise: the rules match on its absence (`exists: false` on its `S` leaf).
+        item[OUTBOX_SYNTHETIC_ATTRIBUTE] = {"S": "1"}
     return item
 
 
@@ -208,6 +214,7 @@ def outbox_row(item: dict[str, Any]) -> dict[str, Any]:
         "sk": text_of(item, SK),
         "kind": text_of(item, "outbox_kind"),
         "item": json.loads(text_of(item, "item", "{}")),
+        "synthetic": OUTBOX_SYNTHETIC_ATTRIBUTE in item,
     }
 
 

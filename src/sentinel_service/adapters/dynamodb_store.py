@@ -482,7 +482,8 @@ class DynamoStateStore:
         return items if limit is None else items[:limit]
 
     def pending_outbox(self, limit: int = 100) -> list[dict[str, Any]]:
-        """Outbox items not yet relayed: [{pk, sk, kind, item}], oldest chain position first per chain."""
+        """Outbox items not yet relayed: [{pk, sk, kind, item, synthetic}], oldest chain position first per
+        chain."""
         items = self._scan(
             limit,
             FilterExpression="attribute_exists(#pending)",

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from sentinel_domain.errors import StoreUnavailable
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds a writer waits for another's write lock before giving up
 
 # Version 1. Chains use the DynamoDB partition names (`P#{project}`, `P#{project}#C#{candidate}`) as their
@@ -114,8 +114,11 @@ _SCHEMA_V2 = (
     ) WITHOUT ROWID""",
     "CREATE INDEX forge_checks_due ON forge_checks (due_at, record_key) WHERE due_at != ''",
 )
+# Version 3: a synthetic project's side effects are marked in their row too (1), as DynamoDB marks the item
+# with an attribute of its own; every row written before is 0 (no project was synthetic then).
+_SCHEMA_V3 = ("ALTER TABLE outbox ADD COLUMN synthetic INTEGER NOT NULL DEFAULT 0",)
 # MIGRATIONS[n] takes a database from version n to n + 1.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_SCHEMA_V1, _SCHEMA_V2)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3)
 
 _REASONS = (
     ("SQLITE_BUSY", "the database is locked by another connection for longer than the busy timeout"),

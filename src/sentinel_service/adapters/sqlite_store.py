@@ -18,6 +18,7 @@ from typing import Any
 from sentinel_domain.errors import StoreConflict
 from sentinel_domain.forge_checks import CheckRecord
 from sentinel_domain.ports import Append, ClaimTaken, IdempotencyRecord, Stream, StreamRef
+from sentinel_domain.usecases.chain import SYNTHETIC
 from sentinel_service.adapters.sqlite_database import SqliteDatabase
 from sentinel_service.adapters.state_layout import (
     OUTBOX_PREFIX,
@@ -173,10 +174,10 @@ class SqliteStateStore:
             )
             at = str(a.event.get("at", ""))
             connection.executemany(
-                "INSERT INTO outbox (chain, sk, seq, kind, item, recorded_at, pending) "
-                "VALUES (?, ?, ?, ?, ?, ?, 1)",
+                "INSERT INTO outbox (chain, sk, seq, kind, item, recorded_at, pending, synthetic) "
+                "VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
                 [
-                    (chain, sk, seq, str(entry.get("kind", "")), text, at)
+                    (chain, sk, seq, str(entry.get("kind", "")), text, at, int(entry.get(SYNTHETIC) is True))
                     for (sk, entry), text in zip(outbox, outbox_texts, strict=True)
                 ],
             )
@@ -404,13 +405,18 @@ class SqliteStateStore:
     # ---- relay helpers (the local runner's relay) ---------------------------------------------------------
 
     def pending_outbox(self, limit: int = 100) -> list[dict[str, Any]]:
-        """Outbox items not yet relayed: [{pk, sk, kind, item}], oldest chain position first per chain."""
+        """Outbox items not yet relayed: [{pk, sk, kind, item, synthetic}], oldest chain position first per
+        chain."""
         with self.db.read() as connection:
             rows = connection.execute(
-                "SELECT chain, sk, kind, item FROM outbox WHERE pending = 1 ORDER BY chain, seq, sk LIMIT ?",
+                "SELECT chain, sk, kind, item, synthetic FROM outbox WHERE pending = 1 "
+                "ORDER BY chain, seq, sk LIMIT ?",
                 (limit,),
             ).fetchall()
-        return [{"pk": pk, "sk": sk, "kind": kind, "item": _object(item, {})} for pk, sk, kind, item in rows]
+        return [
+            {"pk": pk, "sk": sk, "kind": kind, "item": _object(item, {}), "synthetic": bool(synthetic)}
+            for pk, sk, kind, item, synthetic in rows
+        ]
 
     def mark_relayed(self, pk: str, sk: str) -> bool:
         """Clear the pending flag; False when no such outbox item exists (nothing is created)."""
