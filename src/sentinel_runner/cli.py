@@ -10,7 +10,7 @@ import sys
 
 from sentinel_client.cli import Commands
 from sentinel_client.cli import main as client_main
-from sentinel_client.cli_output import table
+from sentinel_client.cli_output import confirm, table
 from sentinel_domain.errors import Refusal, StoreUnavailable
 from sentinel_domain.integrity import ChainKeyUnavailable
 from sentinel_domain.models import PROJECT_ID
@@ -81,16 +81,24 @@ def _roles(args: argparse.Namespace) -> dict[str, list[str]]:
 def cmd_principals(args: argparse.Namespace) -> int:
     operator = services_for(args).operator
     try:
-        if args.action == "add":
+        if args.action in ("add", "rotate"):
             ttl = parse_duration(args.ttl) if args.ttl else None
-            print(operator.add_principal(args.id, args.kind, args.sponsor, _roles(args), ttl))
-        elif args.action == "rotate":
-            ttl = parse_duration(args.ttl) if args.ttl else None
-            print(operator.rotate(args.id, ttl))
+            if args.action == "rotate":
+                confirm(f"rotate {args.id}'s token (the one it holds stops working now)", yes=args.yes)
+                token = operator.rotate(args.id, ttl)
+            else:
+                token = operator.add_principal(args.id, args.kind, args.sponsor, _roles(args), ttl)
+            # The token alone on standard output (for `> file`), or with its principal under --json.
+            print(json.dumps({"principal_id": args.id, "token": token}) if args.json else token)
         elif args.action == "revoke":
+            what = " as compromised: everything it approved, attested, published or requested stops counting"
+            confirm(f"revoke {args.id}{what if args.compromised else ''}", yes=args.yes)
             print(json.dumps(operator.revoke(args.id, args.compromised)))
         else:
-            for principal in operator.list_principals(args.project_filter, args.kind_filter):
+            listed = operator.list_principals(args.project_filter, args.kind_filter)
+            if args.json:
+                print(json.dumps({"principals": listed}, sort_keys=True))
+            for principal in [] if args.json else listed:
                 print(json.dumps(principal, sort_keys=True))
     except PrincipalRefused as refused:
         return fail(refused.code, refused.message)
@@ -108,7 +116,9 @@ def cmd_audit_exposure(args: argparse.Namespace) -> int:
         found = operator.exposure(args.principal)
     except PrincipalRefused as refused:
         return fail(refused.code, refused.message)
-    for entry in found:
+    if args.json:
+        print(json.dumps({"principal_id": args.principal, "exposed": found}, sort_keys=True))
+    for entry in [] if args.json else found:
         print(json.dumps(entry, sort_keys=True))
     print(
         f"{len(found)} recorded ready decision(s) relied on {args.principal}"
@@ -203,9 +213,14 @@ def register(commands: Commands) -> None:
     listing.add_argument(
         "--kind", dest="kind_filter", choices=["human", "agent", "ci"], help="only those of this kind"
     )
+    for destructive in (rotate, revoke):
+        destructive.add_argument("--yes", action="store_true", help="do it without asking (no terminal)")
     for sp in (add, rotate, revoke, listing):
         add_store_options(sp)
         sp.set_defaults(run=cmd_principals)
+    for sp in (create, add, rotate, revoke, listing):
+        if not any("--json" in action.option_strings for action in sp._actions):
+            sp.add_argument("--json", action="store_true", help="print one JSON document")
 
     audit = commands.group("audit", help="audit what the gate recorded")
     exposure = audit.add_parser(
@@ -213,6 +228,7 @@ def register(commands: Commands) -> None:
         help="list the recorded ready decisions that relied on a principal (one JSON object a line)",
     )
     exposure.add_argument("--principal", required=True, metavar="ID")
+    exposure.add_argument("--json", action="store_true", help="print one JSON document")
     add_store_options(exposure)
     exposure.set_defaults(run=cmd_audit_exposure)
     add_audit_commands(audit)

@@ -92,9 +92,9 @@ def test_list_never_shows_a_token_and_revoke_and_rotate_are_audited(run) -> None
     token = run(
         "principals", "add", "--id", "rita", "--kind", "human", "--project", "shop", "--role", "reviewer"
     )[1].strip()
-    new_token = run("principals", "rotate", "--id", "rita")[1].strip()
+    new_token = run("principals", "rotate", "--id", "rita", "--yes")[1].strip()
     assert new_token != token and new_token.startswith("snt_")
-    code, out, _err = run("principals", "revoke", "--id", "rita", "--compromised")
+    code, out, _err = run("principals", "revoke", "--id", "rita", "--compromised", "--yes")
     assert code == 0 and json.loads(out)["compromised"] is True
     listing = run("principals", "list")[1]
     assert token not in listing and new_token not in listing and "hmac" not in listing
@@ -128,7 +128,7 @@ def test_principal_changes_append_to_the_chain_of_each_project_they_hold_a_role_
         "--role",
         "auditor",
     )
-    run("principals", "revoke", "--id", "aud")
+    run("principals", "revoke", "--id", "aud", "--yes")
     gate = connect(endpoint).gate
     auditor = Actor(id="x", kind="human", roles=("auditor",))
     for project in ("shop", "blog"):

@@ -61,7 +61,7 @@ def _world(run) -> None:
 def test_projects_list_names_each_project_with_its_chain_candidates_and_principals(run) -> None:
     # Given two projects, four principals (one revoked)
     _world(run)
-    assert run("principals", "revoke", "--id", "rita")[0] == 0
+    assert run("principals", "revoke", "--id", "rita", "--yes")[0] == 0
     # When the operator lists the projects as JSON
     code, out, err = run("projects", "list", "--json")
     # Then each project is listed once, its chain verifies, and its principals are counted

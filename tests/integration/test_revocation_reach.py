@@ -160,7 +160,7 @@ def test_the_cli_revokes_as_compromised_and_lists_the_exposure(tmp_path: Path, c
     cid, seq = a_recorded_ready(services)
     services.store.db.close()  # type: ignore[attr-defined]
     # When the operator revokes ci-bot as compromised, then asks for its exposure
-    assert main(["principals", "revoke", "--id", CI.id, "--compromised", "--data", str(data)]) == 0
+    assert main(["principals", "revoke", "--id", CI.id, "--compromised", "--yes", "--data", str(data)]) == 0
     revoked = json.loads(capsys.readouterr().out)
     code = main(["audit", "exposure", "--principal", CI.id, "--data", str(data)])
     out, err = capsys.readouterr()

@@ -367,9 +367,6 @@ class SentinelClient:
     ) -> Response:
         return self.request("PUT", f"{self._candidate(project, cid)}/plan", plan, if_match=if_match)
 
-    def get_plan(self, project: str, cid: str, version: int) -> Response:
-        return self.request("GET", f"{self._candidate(project, cid)}/plans/{int(version)}")
-
     def review(
         self, project: str, cid: str, body: Mapping[str, Any], idempotency_key: str | None = None
     ) -> Response:
