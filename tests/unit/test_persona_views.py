@@ -9,6 +9,7 @@ from sentinel_client.cli_review import (
     SKIP_MINE,
     SKIP_NO_PLAN,
     SKIP_REVIEWED,
+    _why_listed,
     queue_of,
 )
 from sentinel_client.cli_status import explain, render_explained, waits_for
@@ -65,6 +66,12 @@ def test_the_queue_keeps_what_i_may_approve_and_says_why_the_rest_is_skipped() -
     assert sorted(awaiting) == ["c-amended", "c-expired", "c-new", "c-other-approved"]
     assert awaiting["c-amended"]["you_approved_version"] == 1 and awaiting["c-amended"]["plan_version"] == 2
     assert awaiting["c-new"]["you_approved_version"] is None
+    assert awaiting["c-expired"]["you_approved_version"] == 2
+    assert [_why_listed(awaiting[c]) for c in ("c-new", "c-expired", "c-amended")] == [
+        "new",
+        "your approval expired",
+        "re-review (you approved v1)",
+    ]
     # And every other candidate is counted under its reason
     assert queue["skipped"] == {SKIP_NO_PLAN: 1, SKIP_MINE: 2, SKIP_AUTHORED: 1, SKIP_REVIEWED: 2}
 

@@ -119,6 +119,15 @@ def _me(client: SentinelClient) -> str:
     return str(who.get("principal_id"))
 
 
+def _why_listed(row: Mapping[str, Any]) -> str:
+    approved = row["you_approved_version"]
+    if approved is None:
+        return "new"
+    if approved == row["plan_version"]:
+        return "your approval expired"
+    return f"re-review (you approved v{approved})"
+
+
 def cmd_queue(args: argparse.Namespace) -> int:
     persona = load_persona(args)
     client, project = persona.client(), persona.project()
@@ -139,9 +148,7 @@ def cmd_queue(args: argparse.Namespace) -> int:
                 short(r["revision"]),
                 f"v{r['plan_version']} {short(r['plan_digest'])}",
                 r["created_by"] or "-",
-                f"re-review (you approved v{r['you_approved_version']})"
-                if r["you_approved_version"]
-                else "new",
+                _why_listed(r),
             ]
             for r in data["awaiting"]
         ]
