@@ -327,7 +327,18 @@ class OutboxCounter:
             )
             for item in page.get("Items", []):
                 entry = json.loads(item.get("item", {}).get("S", "{}"))
-                count += entry.get("kind") == "action" and entry.get("execution_id") == execution_id
+                if entry.get("kind") != "action" or entry.get("execution_id") != execution_id:
+                    continue
+                if (
+                    item.get(names.OUTBOX_SYNTHETIC_ATTRIBUTE) != {"S": "1"}
+                    or entry.get("synthetic") is not True
+                ):
+                    # The acceptance project is synthetic: an unmarked side effect would reach a consumer.
+                    raise CheckFailed(
+                        f"the side effect of {execution_id} is not marked synthetic: the bus's consumer "
+                        f"rules would take it (is the acceptance project {self.target.project!r} synthetic?)"
+                    )
+                count += 1
             start = page.get("LastEvaluatedKey")
             if not start:
                 return count
