@@ -163,6 +163,7 @@ ROUTES: list[tuple[str, Callable[[SentinelClient], Response], str, str, object]]
     ("get_candidate", lambda c: c.get_candidate("p", "c1"), "GET", "/v1/projects/p/candidates/c1", None),
     ("propose", lambda c: c.propose("p", "c1"), "POST", "/v1/projects/p/candidates/c1/proposals", {}),
     ("put_plan", lambda c: c.put_plan("p", "c1", PLAN), "PUT", "/v1/projects/p/candidates/c1/plan", PLAN),
+    ("get_plan", lambda c: c.get_plan("p", "c1", 2), "GET", "/v1/projects/p/candidates/c1/plans/2", None),
     (
         "review",
         lambda c: c.review("p", "c1", {"decision": "approve"}),
