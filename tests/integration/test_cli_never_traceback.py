@@ -103,7 +103,7 @@ def fill(command: Command, scratch: Path, already: set[str]) -> list[str]:
     """The command's required arguments (and one choice of each required exclusive group), as argv."""
     argv: list[str] = []
     positionals: list[str] = []
-    chosen = {id(g.group_actions[0]) for g in command.parser._mutually_exclusive_groups if g.required}
+    chosen = {id(g._group_actions[0]) for g in command.parser._mutually_exclusive_groups if g.required}
     for action in command.parser._actions:
         if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
             continue
@@ -118,7 +118,8 @@ def fill(command: Command, scratch: Path, already: set[str]) -> list[str]:
             argv.append(flag)
         else:
             argv += [flag, dummy(action, scratch)]
-    return [*argv, *positionals]
+    # Positionals after `--`, so an option taking several values (--junit GLOB...) cannot swallow them.
+    return [*argv, "--", *positionals] if positionals else argv
 
 
 def run(argv: list[str]) -> tuple[int, str, str]:

@@ -63,17 +63,17 @@ def test_flags_beat_the_environment_which_beats_the_context_which_beats_the_file
 ) -> None:
     given_every_layer(home, monkeypatch)
     # When a flag names the URL, it is used
-    assert load_persona(args(url="https://flag.example/v1")).settings.url == "https://flag.example/v1"
+    assert load_persona(args(url="https://flag.example/v1")).settings.url == "https://flag.example"
     # Without the flag, SENTINEL_URL beats the context
     persona = load_persona(args())
-    assert persona.settings.url == "https://env.example/v1" and persona.context == "staging"
+    assert persona.settings.url == "https://env.example" and persona.context == "staging"
     # What the environment does not set comes from the context, before client.json
     assert persona.settings.project == "from-context"
     # And what neither sets comes from client.json
     assert persona.settings.environment == "file-env"
     # Without the environment, the context's URL is used
     monkeypatch.delenv("SENTINEL_URL")
-    assert load_persona(args()).settings.url == "https://context.example/v1"
+    assert load_persona(args()).settings.url == "https://context.example"
     # And a flag beats the context for the project too
     assert load_persona(args(project="from-flag")).settings.project == "from-flag"
 
@@ -84,7 +84,7 @@ def test_without_a_context_client_json_is_used(home: Path, monkeypatch: pytest.M
     write_contexts({"current": None, "contexts": {}})
     persona = load_persona(args())
     assert (persona.settings.url, persona.settings.project, persona.context) == (
-        "https://file.example/v1",
+        "https://file.example",
         "from-file",
         None,
     )

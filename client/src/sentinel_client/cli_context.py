@@ -169,6 +169,9 @@ def load_persona(args: argparse.Namespace) -> Persona:
             setattr(settings, key, value)
     if getattr(args, "timeout", None) is not None:
         settings.timeout_seconds = parse_timeout(args.timeout)
+    if settings.url:
+        # Whatever set it (flag, SENTINEL_URL, context, client.json), `…/v1` names the same gate.
+        settings.url = gate_url(settings.url)
     token = _token(settings, environ, explicit_file=bool(getattr(args, "token_file", None)))
     return Persona(settings=settings, context=name, token=token)
 

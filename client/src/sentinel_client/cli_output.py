@@ -61,6 +61,7 @@ NEXT_STEPS = {
     "FORBIDDEN": "the gate refused your token (expired or revoked?): ask an operator for a new one",
     "NOT_FOUND": "check the project and id (`sentinel whoami` lists your projects and roles)",
     "FORBIDDEN_ROLE": "`sentinel whoami` shows your roles; ask an operator for the one this needs",
+    "BAD_OPTION": "the command's --help lists the options it takes and how they go together",
     "CONFIRMATION_REQUIRED": "run it on a terminal to confirm, or add --yes",
     "INTERNAL_ERROR": "run again with SENTINEL_DEBUG=1 to see where it failed, and report it",
 }
