@@ -37,6 +37,7 @@ PLACEHOLDERS = {
     "policy_id": "acceptance-probe",
     "task_id": "T1",
     "action_id": "A1",
+    "version": "1",
 }
 RETRIES_ON_429 = 4
 FLOW_ROLES = ("requester", "publisher", "reviewer")

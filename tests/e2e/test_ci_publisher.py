@@ -400,10 +400,12 @@ def test_the_ready_flow_with_the_publisher_and_a_waiting_gate_against_serve(tmp_
         cid = created.body["candidate_id"]
         assert gate.client("publisher").add_change_context("demo", cid, change).status == 201
         proposal = requester.propose("demo", cid).body
-        # When CI publishes one JUnit report per (policy, scope) it ran, naming no check id
+        # When CI publishes what each (policy, scope) it ran produced, naming no check id: a JUnit report for
+        # the unit tests, the exit code for lint (its policy's check_type is exit_code)
         publish_env = env_for(home, gate.banner["url"], tokens["publisher"], **GITHUB)
         for obligation in created.body["obligations"]:
             (home / "junit-result.xml").write_text(junit_report(obligation["scope"].replace("/", "."), 2))
+            kind = ["--exit-code", "0"] if obligation["policy_id"] == "lint" else ["--junit", "junit-*.xml"]
             ran = run_hook(
                 b"",
                 publish_env,
@@ -414,8 +416,7 @@ def test_the_ready_flow_with_the_publisher_and_a_waiting_gate_against_serve(tmp_
                 obligation["policy_id"],
                 "--scope",
                 obligation["scope"],
-                "--junit",
-                "junit-*.xml",
+                *kind,
             )
             assert ran.exit_code == 0, ran.stderr + ran.stdout
             assert "outcome: pass  trust: verified" in ran.stdout and "mismatches: none" in ran.stdout

@@ -249,8 +249,10 @@ def plan(forge: ForgeGate, cid: str) -> dict[str, Any]:
 
 
 def publish_junit(forge: ForgeGate, head: str, obligation: dict[str, Any], report: str) -> Any:
-    """CI publishes one JUnit report for one (policy, scope) with `sentinel-hook evidence`, no check id."""
+    """CI publishes what it ran for one (policy, scope) with `sentinel-hook evidence`, no check id: the JUnit
+    report, or for lint (whose policy takes exit-code evidence) the exit code 0."""
     (forge.home / "junit-result.xml").write_text(report)
+    kind = ["--exit-code", "0"] if obligation["policy_id"] == "lint" else ["--junit", "junit-*.xml"]
     return run_hook(
         b"",
         forge.hook_env("publisher", **CI_RUN),
@@ -261,8 +263,7 @@ def publish_junit(forge: ForgeGate, head: str, obligation: dict[str, Any], repor
         obligation["policy_id"],
         "--scope",
         obligation["scope"],
-        "--junit",
-        "junit-*.xml",
+        *kind,
     )
 
 

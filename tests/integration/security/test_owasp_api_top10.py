@@ -283,6 +283,7 @@ def route_calls(project: str, cid: str, ids: dict[str, Any]) -> list[tuple[str, 
             .replace("{policy_id}", "unit-tests")
             .replace("{task_id}", "T1")
             .replace("{action_id}", "A1")
+            .replace("{version}", "1")
         )
         body = next(
             (b for (m, suffix), b in bodies.items() if m == route.method and route.path.endswith(suffix)),
