@@ -313,8 +313,13 @@ class Chain:
             state = ProjectState.from_facts(project, stream.facts)
         except (ValueError, KeyError, TypeError) as error:
             raise unavailable("a stored fact of the project cannot be read; nothing was changed") from error
-        self._synthetic[project] = state.synthetic
+        self.remember(state)
         return stream, state
+
+    def remember(self, state: ProjectState) -> None:
+        """Note whether a project is synthetic, from a state its caller read complete and verified (`project`,
+        and the decision reads): a later write on its candidates then needs no read of its own to know."""
+        self._synthetic[state.project] = state.synthetic
 
     def candidate(
         self, project: str, candidate_id: str, as_of: str | None = None

@@ -150,7 +150,9 @@ def project_for_decision(
         head = _compare(chain, ref, held, release)
         if head == "same":
             # A fresh state over the shared facts: its memos belong to this one decision.
-            return ProjectState(project, held.facts), []
+            state = ProjectState(project, held.facts)
+            chain.remember(state)
+            return state, []
         if head != "changed":  # a HEAD that cannot be read or is missing: never answered from what is held
             return _unavailable(project)
     try:
@@ -187,6 +189,8 @@ def project_for_decision(
             )
     if cache is not None:
         _hold(cache, stream, state.facts, findings)
+    if not findings:
+        chain.remember(state)  # verified: what its writes' side effects are (Chain.synthetic)
     return state, findings
 
 
