@@ -30,6 +30,9 @@ from .persona_reads import (
 )
 from .plan_diff import diff_plans, render_diff
 
+# The shortest `--expect-digest` accepted: 64 bits, as `review show` prints it (the agent writes the plan, so
+# it can vary it until a shorter prefix matches).
+MIN_EXPECTED_HEX = 16
 REVIEW_AGAIN = "the plan changed since you read it: run `sentinel review show {cid}` again, then approve that"
 
 # Why a candidate is not in my queue (queue_of's reasons).
@@ -386,16 +389,27 @@ def _what_is_reviewed(decision: str, summary: Mapping[str, Any], comment: str | 
 def cmd_decide(args: argparse.Namespace) -> int:
     """approve or reject the current plan digest at the candidate's revision, after showing what it is."""
     persona = load_persona(args)
+    expected = (args.expect_digest or "").lower()
+    if args.decision == "approve" and not expected:
+        # The command fills in the digest it reads now; what the reviewer read was `review show`'s, maybe an
+        # amendment ago. Only the digest they read, named, ties the approval to what they saw.
+        raise CommandRefused(
+            "DIGEST_REQUIRED",
+            "approve needs --expect-digest: the digest of the plan you read",
+            f"run `sentinel review show {args.id}` and the approve line it ends with",
+        )
+    if expected and not re.fullmatch(rf"[0-9a-f]{{{MIN_EXPECTED_HEX},64}}", expected):
+        # Fewer digits could be matched by a plan the agent grinds (8 hex digits: 2^32 hashes).
+        raise CommandRefused(
+            "VALIDATION_FAILED",
+            f"--expect-digest is {MIN_EXPECTED_HEX} to 64 hex characters of the digest",
+            f"copy it from `sentinel review show {args.id}`",
+        )
     client, project = persona.client(), persona.project()
     view = body_of(client.get_candidate(project, args.id), 200)
     digest = view.get("plan_digest")
     if not digest:
         raise CommandRefused("DIGEST_MISMATCH", "this candidate has no plan to review yet", "wait for a plan")
-    expected = (args.expect_digest or "").lower()
-    if expected and not re.fullmatch(r"[0-9a-f]{8,64}", expected):
-        raise CommandRefused(
-            "VALIDATION_FAILED", "--expect-digest is 8 to 64 hex characters of the digest", ""
-        )
     if expected and not digest.startswith(expected):
         raise CommandRefused(
             "DIGEST_MISMATCH",
@@ -501,7 +515,8 @@ def register(commands: Any) -> None:
         sub.add_argument(
             "--expect-digest",
             metavar="HEX",
-            help="refuse unless the current plan digest starts with this (as `review show` printed it)",
+            help="refuse unless the current plan digest starts with this, as `review show` printed it "
+            f"({MIN_EXPECTED_HEX} to 64 hex characters; required to approve)",
         )
         sub.add_argument("--yes", action="store_true", help="do not ask (needed when not on a terminal)")
         add_persona_options(sub)
