@@ -299,9 +299,15 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if not args.json:
         print(render(project, changes))
     confirm(f"apply these changes to project {project}?", yes=args.yes)
+    # Only the policies the diff showed added or changed: the If-Match names the configuration's version
+    # alone, so a policy sent as "unchanged" would overwrite whatever another admin set since the read (a
+    # tightened policy reverted, in a diff nobody saw). Those left out stay as they are on the gate.
+    shown = {*changes["policies"]["added"], *changes["policies"]["changed"]}
     bundle = {
         "config": wanted.config.stored(),
-        "policies": {pid: policy.model_dump(mode="json") for pid, policy in wanted.policies.items()},
+        "policies": {
+            pid: policy.model_dump(mode="json") for pid, policy in wanted.policies.items() if pid in shown
+        },
     }
     if_match = str(current["config_version"]) if current["config"] is not None else None
     answer = client.put_bundle(project, bundle, if_match=if_match)
