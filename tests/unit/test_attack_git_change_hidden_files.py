@@ -85,3 +85,25 @@ def test_attack_replace_refs_do_not_change_what_a_revision_holds(tmp_path: Path)
     config = {"derivation_rules": [{"openapi": "api.yaml", "policy_id": "c"}]}
     documents = openapi_changes(reader, base, head, ["api.yaml"], config, "s")
     assert [d["name"] for d in documents] == ["api.yaml"]
+
+
+def test_attack_a_git_in_the_working_tree_is_never_run_from_a_path_entry_meaning_here(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # Given the agent's clone with an executable `git` of its own at the top, and a reviewer whose PATH has
+    # an empty entry (a trailing colon: "the current directory") running `candidate create --from-git` there
+    repo = init(tmp_path / "clone")
+    marker = tmp_path / "ran"
+    fake = repo / "git"
+    fake.write_text(f'#!/bin/sh\ntouch {marker}\nexec /usr/bin/git "$@"\n')
+    fake.chmod(0o755)
+    commit(repo, {"a": "1\n"}, "one")
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("PATH", "/nonexistent-sentinel-test::/usr/bin:/bin")
+    # When the command finds git
+    try:
+        GitReader(str(repo))
+    except Exception:  # refusing is fine; running the agent's program is not
+        pass
+    # Then the working tree's program never ran
+    assert not marker.exists()

@@ -9,6 +9,7 @@ failure is a CommandRefused with a code and a next step, raised before anything 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
@@ -67,11 +68,18 @@ def parse_openapi_paths(items: Sequence[str]) -> dict[str, str]:
     return paths
 
 
+def _absolute_git() -> str | None:
+    """git from PATH's absolute directories only: an empty or relative entry means the current directory, the
+    agent's working tree, where a program named `git` would run as the person reading the change."""
+    directories = [d for d in os.environ.get("PATH", os.defpath).split(os.pathsep) if os.path.isabs(d)]
+    return shutil.which("git", path=os.pathsep.join(directories)) if directories else None
+
+
 class GitReader:
     """git in one working tree, through the hook's GitRepository (its environment scrubbing and budget)."""
 
     def __init__(self, directory: str, git: str | None = None) -> None:
-        found = git or shutil.which("git")
+        found = git or _absolute_git()
         if not found:
             raise CommandRefused("GIT_UNAVAILABLE", "git is not installed or not on PATH", "install git")
         self.repository = GitRepository(git=found, budget=GIT_BUDGET_SECONDS)
