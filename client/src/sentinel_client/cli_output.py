@@ -17,6 +17,7 @@ import json
 import sys
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
@@ -66,6 +67,25 @@ NEXT_STEPS = {
 }
 
 
+# Format characters that reorder what a terminal shows (bidirectional overrides, isolates and marks).
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def shown(text: str) -> str:
+    """Text for a person's terminal: every control character (but line feeds and tabs) and every
+    bidirectional control as a visible escape. Much of what the commands print was written by the agent (task
+    titles, file and test names, a candidate's subject); raw, an escape sequence or a carriage return in it
+    would make the terminal move the cursor and erase or rewrite lines the reviewer is meant to read."""
+
+    def one(char: str) -> str:
+        if char in "\n\t" or (unicodedata.category(char) != "Cc" and char not in _BIDI):
+            return char
+        code = ord(char)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return "".join(one(c) for c in text)
+
+
 def exit_code_for(code: str) -> int:
     return EXIT_UNAVAILABLE if code in UNAVAILABLE_CODES else EXIT_REFUSED
 
@@ -74,7 +94,7 @@ def fail(code: str, message: str, next_step: str | None = None, *, exit_code: in
     """Say no in one line (plus the next step) on standard error; return the exit code."""
     step = NEXT_STEPS.get(code, "") if next_step is None else next_step
     message = " ".join(str(message).split()) or code
-    print(f"error: {code}: {message}" + (f"\nnext: {step}" if step else ""), file=sys.stderr)
+    print(shown(f"error: {code}: {message}" + (f"\nnext: {step}" if step else "")), file=sys.stderr)
     return exit_code_for(code) if exit_code is None else exit_code
 
 
@@ -96,7 +116,7 @@ def emit(as_json: bool, data: Any, human: Callable[[Any], str] | str | None = No
         return
     text = human if isinstance(human, str) else human(data)
     if text:
-        print(text.rstrip("\n"))
+        print(shown(text.rstrip("\n")))
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:
@@ -146,7 +166,7 @@ def confirm(question: str, *, yes: bool, stdin: TextIO | None = None, stderr: Te
         raise CommandRefused(
             "CONFIRMATION_REQUIRED", f"{question} needs confirmation and no terminal is attached"
         )
-    print(f"{question} [y/N] ", end="", file=err, flush=True)
+    print(shown(f"{question} [y/N] "), end="", file=err, flush=True)
     answer = source.readline().strip().lower()
     if answer not in ("y", "yes"):
         raise CommandRefused("NOT_CONFIRMED", "nothing was done", next_step="")

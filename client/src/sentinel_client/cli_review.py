@@ -16,7 +16,7 @@ from typing import Any
 
 from .api import SentinelClient
 from .cli_context import add_persona_options, body_of, load_persona
-from .cli_output import CommandRefused, confirm, emit, progress, table
+from .cli_output import CommandRefused, confirm, emit, progress, shown, table
 from .persona_reads import (
     candidate_rows,
     changed_files,
@@ -432,7 +432,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
     if not args.yes and sys.stdin.isatty():
         # What is approved, before the question: on standard error, so `--json` output stays one document.
         # Off a terminal there is no question, and the refusal stays one line.
-        print(_what_is_reviewed(args.decision, summary, args.comment), file=sys.stderr)
+        print(shown(_what_is_reviewed(args.decision, summary, args.comment)), file=sys.stderr)
     confirm(f"{args.decision} plan v{summary['plan_version']} of {summary['candidate_id']}", yes=args.yes)
     body = {
         "decision": args.decision,
