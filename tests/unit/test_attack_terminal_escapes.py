@@ -53,3 +53,12 @@ def test_attack_a_refusal_message_cannot_carry_an_escape_either(capsys, message)
     fail("VALIDATION_FAILED", message, "next \x1b]0;title\x07")
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err and "\u009b" not in err
+
+
+def test_attack_json_output_carries_c1_and_bidirectional_controls_escaped(capsys) -> None:
+    import json
+
+    emit(True, {"title": "a\u009b2Jb\u202ec\x7f"})
+    out = capsys.readouterr().out
+    assert "\u009b" not in out and "\u202e" not in out and "\x7f" not in out
+    assert json.loads(out) == {"title": "a\u009b2Jb\u202ec\x7f"}

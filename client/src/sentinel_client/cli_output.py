@@ -71,6 +71,10 @@ NEXT_STEPS = {
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
+def _raw_control(char: str) -> bool:
+    return char not in "\n\t" and (unicodedata.category(char) == "Cc" or char in _BIDI)
+
+
 def shown(text: str) -> str:
     """Text for a person's terminal: every control character (but line feeds and tabs) and every
     bidirectional control as a visible escape. Much of what the commands print was written by the agent (task
@@ -78,7 +82,7 @@ def shown(text: str) -> str:
     would make the terminal move the cursor and erase or rewrite lines the reviewer is meant to read."""
 
     def one(char: str) -> str:
-        if char in "\n\t" or (unicodedata.category(char) != "Cc" and char not in _BIDI):
+        if not _raw_control(char):
             return char
         code = ord(char)
         return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
@@ -112,7 +116,10 @@ class CommandRefused(Exception):
 def emit(as_json: bool, data: Any, human: Callable[[Any], str] | str | None = None) -> None:
     """The result: canonical-ish JSON (sorted keys, one document) for machines, words for people."""
     if as_json or human is None:
-        print(json.dumps(data, indent=None if as_json else 2, sort_keys=True, ensure_ascii=False))
+        text = json.dumps(data, indent=None if as_json else 2, sort_keys=True, ensure_ascii=False)
+        # json escapes C0 controls; C1 controls, DEL and bidirectional controls it leaves raw, and a JSON
+        # string may carry them escaped just as well (the document is unchanged for any parser).
+        print("".join(f"\\u{ord(c):04x}" if _raw_control(c) else c for c in text))
         return
     text = human if isinstance(human, str) else human(data)
     if text:
