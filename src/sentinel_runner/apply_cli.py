@@ -9,9 +9,12 @@ docs/schemas/sentinel-file.v1.json, generated from the domain's models by `file_
     policies: {unit-tests: {...}, ...}   # each as PUT .../policies/{id} takes it
 
 `apply` validates the file with the domain's own models before any request, reads the gate's current
-configuration and policies, shows what would change, and (after confirmation) sends it all as one
-`PUT .../bundle` naming the configuration version it read, so a change made meanwhile is refused rather than
-overwritten, and a refused or failed apply changes nothing. Policies the file does not name are left as they
+configuration and policies, shows what would change, and (after confirmation) sends the configuration and
+the policies shown added or changed as one `PUT .../bundle` naming the configuration version it read, so a
+configuration changed meanwhile is refused rather than overwritten, a policy shown unchanged is never
+re-sent over another admin's change, and a refused or failed apply changes nothing. (A policy shown changed
+is written as the file says, even if another admin changed it again since the read: If-Match guards the
+configuration only.) Policies the file does not name are left as they
 are (a policy is never deleted). `export` writes the current ones in the same form, so `export` then
 `apply --dry-run` shows no change.
 
