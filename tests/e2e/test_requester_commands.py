@@ -428,3 +428,28 @@ def test_no_token_or_no_gate_is_one_error_line(capsys, clone, tmp_path, command,
     lines = err.splitlines()
     assert status == exit_code and lines[0].startswith(f"error: {code}: "), err
     assert len(lines) == 2 and lines[1].startswith("next: ") and "Traceback" not in err
+
+
+def test_attack_a_base_the_agent_chose_is_never_what_ci_is_told_to_attest(capsys, gate, clone) -> None:
+    # Given an agent whose change is two commits (the payments code, then the document), which created the
+    # candidate from the last commit alone: its base_revision is the first commit, hiding the payments change
+    base = git(clone, "rev-parse", "HEAD~1")
+    (clone / "docs").mkdir()
+    (clone / "docs" / "note.md").write_text("innocent\n")
+    git(clone, "add", "-A")
+    git(clone, "commit", "-q", "-m", "docs")
+    cid = sentinel(
+        capsys, gate, "requester", "candidate", "create", "--from-git", "HEAD~1..HEAD", "--repo", str(clone),
+        "--subject", "payments", "--environment", "staging", "--openapi", "payments-api=api/payments.yaml",
+    )["candidate_id"]  # fmt: skip
+    # When CI attests the range it trusts (from the protected branch's commit)
+    where = ["--url", gate["url"], "--project", "demo", "--token-file", str(gate["files"]["publisher"])]
+    code = main(
+        ["candidate", "attest", cid, "--from-git", f"{base}..HEAD", "--repo", str(clone), *where],
+        registrations=[],
+    )
+    err = capsys.readouterr().err
+    # Then it is refused, and the next step does not tell CI to attest the agent's narrower range instead
+    assert code == 1 and err.startswith("error: REVISION_MISMATCH:")
+    assert "--from-git" not in err.split("next:", 1)[1]
+    assert "never" in err.split("next:", 1)[1]
