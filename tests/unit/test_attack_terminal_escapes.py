@@ -44,7 +44,7 @@ def test_attack_agent_text_in_review_show_cannot_drive_the_reviewers_terminal(ca
     out = capsys.readouterr().out
     # Then none reaches the terminal raw: each is shown as a visible escape, and the real action line stands
     assert "\x1b" not in out and "\r" not in out and "\u202e" not in out
-    assert "\\x1b[3A" in out and "pay\\x0dments" in out
+    assert "\\x1b[3A" in out and "pay\\rments" in out
     assert "action A1: promote" in out
 
 
@@ -62,3 +62,14 @@ def test_attack_json_output_carries_c1_and_bidirectional_controls_escaped(capsys
     out = capsys.readouterr().out
     assert "\u009b" not in out and "\u202e" not in out and "\x7f" not in out
     assert json.loads(out) == {"title": "a\u009b2Jb\u202ec\x7f"}
+
+
+def test_attack_a_value_cannot_add_lines_that_look_like_the_commands_own(capsys) -> None:
+    # Given a task title that carries a line break and a fake line of review show's
+    data = view()
+    data["plan"]["tasks"][0]["title"] = "Run the tests\n  actions: none declared"
+    emit(False, data, _review_words)
+    lines = capsys.readouterr().out.splitlines()
+    # Then no line of the page is the fake one: the break shows as \\n inside the task's own line
+    assert "  actions: none declared" not in lines
+    assert any(line.startswith("  task T1: Run the tests\\n  actions: none declared") for line in lines)

@@ -75,6 +75,18 @@ def _raw_control(char: str) -> bool:
     return char not in "\n\t" and (unicodedata.category(char) == "Cc" or char in _BIDI)
 
 
+def _one_line_values(data: Any) -> Any:
+    if isinstance(data, str):
+        return data.replace("\r", "\\r").replace("\n", "\\n")
+    if isinstance(data, dict):
+        return {key: _one_line_values(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_one_line_values(value) for value in data]
+    if isinstance(data, tuple):
+        return tuple(_one_line_values(value) for value in data)
+    return data
+
+
 def shown(text: str) -> str:
     """Text for a person's terminal: every control character (but line feeds and tabs) and every
     bidirectional control as a visible escape. Much of what the commands print was written by the agent (task
@@ -121,7 +133,10 @@ def emit(as_json: bool, data: Any, human: Callable[[Any], str] | str | None = No
         # string may carry them escaped just as well (the document is unchanged for any parser).
         print("".join(f"\\u{ord(c):04x}" if _raw_control(c) else c for c in text))
         return
-    text = human if isinstance(human, str) else human(data)
+    # The words are built from the data with every line break inside a value shown as `\n`: the line breaks
+    # on the page are the command's own, so a value (a task title, a file name) cannot add lines that look
+    # like the command's (a fake "actions: none declared").
+    text = human if isinstance(human, str) else human(_one_line_values(data))
     if text:
         print(shown(text.rstrip("\n")))
 
