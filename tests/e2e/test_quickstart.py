@@ -211,7 +211,7 @@ def test_the_quickstart_reaches_ready_with_only_the_commands(gate, change, tmp_p
     report.write_text(JUNIT)
     evidence = team.json(
         "evidence", "post", cid, "--policy", "unit-tests", "--scope", "payments-api",
-        "--junit", str(report), "--context", "ci-bot",
+        "--junit", str(report), "--revision", head, "--context", "ci-bot",
     )  # fmt: skip
     assert (evidence["outcome"], evidence["trust"]) == ("pass", "verified")
 
