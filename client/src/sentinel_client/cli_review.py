@@ -2,7 +2,9 @@
 
 A reviewer approves one exact plan digest at one exact revision (DOMAIN.md rules 11 to 14). These commands
 fill both from the candidate itself, so nobody copies 64 hex characters by hand, and show what is being
-approved before asking for confirmation. What a reviewer must see to approve an amended plan is the change
+approved before asking for confirmation; `approve` needs the first 16 (or more) hex digits of the digest
+`review show` printed (`--expect-digest`), so a plan amended after the reviewer read it is never approved.
+What a reviewer must see to approve an amended plan is the change
 since the version they approved, so `review show` diffs against it (sentinel_client.plan_diff)."""
 
 from __future__ import annotations
