@@ -24,21 +24,28 @@ def kept(files: list[str]) -> tuple[list[str], int]:
 
 def view(contexts: list[dict[str, Any]]) -> dict[str, Any]:
     """`{files, count, truncated}` over every change context (candidate.created and change_context.added):
-    `files` the union of the stored paths, sorted, at most SHOWN; `count` the distinct paths declared or
-    attested. Past a fact's bound the paths it did not keep are unknown, so `count` is the larger of the
-    union's size and each fact's own count: exact unless two contexts each named different paths beyond
-    what they kept (then it is a lower bound, and `truncated` says the list is not whole)."""
+    `files` the union of the stored paths, sorted, at most SHOWN (attested paths chosen first); `count` the
+    distinct paths declared or attested. Past a fact's bound the paths it did not keep are unknown, so
+    `count` is the larger of the union's size and each fact's own count: exact unless two contexts each named
+    different paths beyond what they kept (then it is a lower bound, and `truncated` says the list is not
+    whole)."""
     union: set[str] = set()
+    attested: set[str] = set()
     count = 0
     past_bound = False
     for fact in contexts:
         change = fact.get("change") or {}
         stored = [p for p in change.get("files") or [] if isinstance(p, str)]
         union.update(stored)
+        if fact.get("attested") is True:
+            attested.update(stored)
         declared = change.get("files_count")
         if isinstance(declared, int) and declared > len(stored):
             past_bound = True
             count = max(count, declared)
     count = max(count, len(union))
-    files = sorted(union)
-    return {"files": files[:SHOWN], "count": count, "truncated": past_bound or len(files) > SHOWN}
+    # Past SHOWN, the attested paths are kept first and the declared ones fill what is left: a requester
+    # (the agent) declaring paths that sort before the real ones cannot push the attested change off the list.
+    chosen = sorted(attested)[:SHOWN]
+    chosen += sorted(union - attested)[: SHOWN - len(chosen)]
+    return {"files": sorted(chosen), "count": count, "truncated": past_bound or len(union) > SHOWN}

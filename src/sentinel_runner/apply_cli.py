@@ -9,9 +9,12 @@ docs/schemas/sentinel-file.v1.json, generated from the domain's models by `file_
     policies: {unit-tests: {...}, ...}   # each as PUT .../policies/{id} takes it
 
 `apply` validates the file with the domain's own models before any request, reads the gate's current
-configuration and policies, shows what would change, and (after confirmation) sends it all as one
-`PUT .../bundle` naming the configuration version it read, so a change made meanwhile is refused rather than
-overwritten, and a refused or failed apply changes nothing. Policies the file does not name are left as they
+configuration and policies, shows what would change, and (after confirmation) sends the configuration and
+the policies shown added or changed as one `PUT .../bundle` naming the configuration version it read, so a
+configuration changed meanwhile is refused rather than overwritten, a policy shown unchanged is never
+re-sent over another admin's change, and a refused or failed apply changes nothing. (A policy shown changed
+is written as the file says, even if another admin changed it again since the read: If-Match guards the
+configuration only.) Policies the file does not name are left as they
 are (a policy is never deleted). `export` writes the current ones in the same form, so `export` then
 `apply --dry-run` shows no change.
 
@@ -299,9 +302,15 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if not args.json:
         print(render(project, changes))
     confirm(f"apply these changes to project {project}?", yes=args.yes)
+    # Only the policies the diff showed added or changed: the If-Match names the configuration's version
+    # alone, so a policy sent as "unchanged" would overwrite whatever another admin set since the read (a
+    # tightened policy reverted, in a diff nobody saw). Those left out stay as they are on the gate.
+    shown = {*changes["policies"]["added"], *changes["policies"]["changed"]}
     bundle = {
         "config": wanted.config.stored(),
-        "policies": {pid: policy.model_dump(mode="json") for pid, policy in wanted.policies.items()},
+        "policies": {
+            pid: policy.model_dump(mode="json") for pid, policy in wanted.policies.items() if pid in shown
+        },
     }
     if_match = str(current["config_version"]) if current["config"] is not None else None
     answer = client.put_bundle(project, bundle, if_match=if_match)

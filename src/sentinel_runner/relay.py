@@ -16,8 +16,9 @@ exponential backoff (FORGE_BACKOFF_SECONDS, doubling) up to FORGE_ATTEMPTS times
 to the sweep (the check's record has fallen due) so that a long outage never holds back the items behind it.
 The relay thread also runs the publisher's sweep every `sweep_interval` seconds.
 
-A synthetic project's side effects (marked by the gate, `synthetic: true` under the item's tag, or by the
-store's row) go to the event log and nowhere else: no forge check publisher, no consumer."""
+A synthetic project's side effects (marked by the gate, `synthetic: true` under the item's tag; the store's
+row flag counts only where nothing is sealed) go to the event log and nowhere else: no forge check publisher,
+no consumer."""
 
 import json
 import os
@@ -148,7 +149,7 @@ class OutboxRelay:
                 detail = self._authentic(pending["pk"], pending["item"])
                 if detail is WAIT:
                     continue  # the chain key cannot be read now: the item waits for the next round
-                if detail is not None and (detail.get(SYNTHETIC) is True or pending.get("synthetic")):
+                if detail is not None and self._synthetic(pending, detail):
                     # A synthetic project's side effect (the acceptance suite's): the event log only, as in
                     # AWS the archive keeps it and every consumer rule excludes it. No forge, no consumer.
                     self.log.publish(
@@ -174,6 +175,14 @@ class OutboxRelay:
             self.store.mark_relayed(pending["pk"], pending["sk"])
             moved += 1
         return moved
+
+    def _synthetic(self, pending: dict[str, Any], detail: dict[str, Any]) -> bool:
+        """Whether a side effect is a synthetic project's. With the seal, only the gate's sealed body says so:
+        the store's row flag lies outside the tag, and a table writer who set it on a production item would
+        silence it (a forge hold, a notification). Without a seal nothing is authenticated: either says."""
+        if detail.get(SYNTHETIC) is True:
+            return True
+        return self.seal is None and bool(pending.get("synthetic"))
 
     def _forge(self, pending: dict[str, Any], detail: dict[str, Any]) -> bool:
         """Hand a forge item to the publisher; False to keep it for a later round."""

@@ -200,7 +200,9 @@ def test_the_quickstart_reaches_ready_with_only_the_commands(gate, change, tmp_p
     assert cid in [c["candidate_id"] for c in _rows(queue)]
     shown = team.json("review", "show", cid, "--context", "rita")
     assert shown["plan_digest"] == proposed["plan_digest"]
-    approved = team.json("review", "approve", cid, "--yes", "--context", "rita")
+    approved = team.json(
+        "review", "approve", cid, "--expect-digest", shown["plan_digest"][:16], "--yes", "--context", "rita"
+    )
     assert approved["plan_digest"] == proposed["plan_digest"]
     assert cid not in [c["candidate_id"] for c in _rows(team.json("review", "queue", "--context", "rita"))]
 
@@ -209,7 +211,7 @@ def test_the_quickstart_reaches_ready_with_only_the_commands(gate, change, tmp_p
     report.write_text(JUNIT)
     evidence = team.json(
         "evidence", "post", cid, "--policy", "unit-tests", "--scope", "payments-api",
-        "--junit", str(report), "--context", "ci-bot",
+        "--junit", str(report), "--revision", head, "--context", "ci-bot",
     )  # fmt: skip
     assert (evidence["outcome"], evidence["trust"]) == ("pass", "verified")
 

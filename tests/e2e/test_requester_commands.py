@@ -224,6 +224,8 @@ def test_a_candidate_goes_from_git_to_a_passing_task_with_the_commands(capsys, g
         "payments-api",
         "--junit",
         str(reports / "*.xml"),
+        "--revision",
+        git(clone, "rev-parse", "HEAD"),
         "--source-url",
         "https://ci.example.com/runs/7",
         "--run-id",
@@ -262,6 +264,8 @@ def test_a_candidate_goes_from_git_to_a_passing_task_with_the_commands(capsys, g
         contract["check_id"],
         "--junit",
         str(reports / "unit.xml"),
+        "--revision",
+        git(clone, "rev-parse", "HEAD"),
     )
     assert by_check["check_id"] == contract["check_id"] and by_check["binding"]["mismatches"] == []
     assert sorted(by_check["binding"]["obligation_ids"]) == sorted(contract["covers"])
@@ -294,6 +298,8 @@ def test_the_human_words_name_obligations_plan_evidence_and_tasks(capsys, gate, 
         "payments-api",
         "--junit",
         str(failing),
+        "--revision",
+        git(clone, "rev-parse", "HEAD"),
         "--source-url",
         "https://ci.example.com/runs/8",
     )
@@ -428,3 +434,62 @@ def test_no_token_or_no_gate_is_one_error_line(capsys, clone, tmp_path, command,
     lines = err.splitlines()
     assert status == exit_code and lines[0].startswith(f"error: {code}: "), err
     assert len(lines) == 2 and lines[1].startswith("next: ") and "Traceback" not in err
+
+
+def test_attack_a_base_the_agent_chose_is_never_what_ci_is_told_to_attest(capsys, gate, clone) -> None:
+    # Given an agent whose change is two commits (the payments code, then the document), which created the
+    # candidate from the last commit alone: its base_revision is the first commit, hiding the payments change
+    base = git(clone, "rev-parse", "HEAD~1")
+    (clone / "docs").mkdir()
+    (clone / "docs" / "note.md").write_text("innocent\n")
+    git(clone, "add", "-A")
+    git(clone, "commit", "-q", "-m", "docs")
+    cid = sentinel(
+        capsys, gate, "requester", "candidate", "create", "--from-git", "HEAD~1..HEAD", "--repo", str(clone),
+        "--subject", "payments", "--environment", "staging", "--openapi", "payments-api=api/payments.yaml",
+    )["candidate_id"]  # fmt: skip
+    # When CI attests the range it trusts (from the protected branch's commit)
+    where = ["--url", gate["url"], "--project", "demo", "--token-file", str(gate["files"]["publisher"])]
+    code = main(
+        ["candidate", "attest", cid, "--from-git", f"{base}..HEAD", "--repo", str(clone), *where],
+        registrations=[],
+    )
+    err = capsys.readouterr().err
+    # Then it is refused, and the next step does not tell CI to attest the agent's narrower range instead
+    assert code == 1 and err.startswith("error: REVISION_MISMATCH:")
+    assert "--from-git" not in err.split("next:", 1)[1]
+    assert "never" in err.split("next:", 1)[1]
+
+
+def test_attack_a_run_of_another_commit_never_becomes_evidence_for_the_candidate(
+    capsys, gate, clone, tmp_path, monkeypatch
+) -> None:
+    # Given the agent's candidate for its head, and CI (the trusted publisher) whose tests ran on the base
+    # commit, told the candidate's id by the agent (as docs/cli.md's "Try it" passes $ID to CI)
+    cid = sentinel(capsys, gate, "requester", *create_args(clone))["candidate_id"]
+    sentinel(capsys, gate, "requester", "plan", "propose", cid)
+    tested = git(clone, "rev-parse", "HEAD~1")
+    (tmp_path / "unit.xml").write_text(JUNIT)
+    where = ["--url", gate["url"], "--project", "demo", "--token-file", str(gate["files"]["publisher"])]
+    post = ["evidence", "post", cid, "--policy", "unit-tests", "--scope", "payments-api"]
+    post += ["--junit", str(tmp_path / "unit.xml")]
+    # When CI posts what it ran, naming the commit it tested (or on GitHub Actions, where the variables say)
+    code = main([*post, "--revision", tested, *where], registrations=[])
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith("error: REVISION_MISMATCH:")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_EVENT_NAME", "push")
+    monkeypatch.setenv("GITHUB_SHA", tested)
+    code = main([*post, *where], registrations=[])
+    assert code == 1 and capsys.readouterr().err.startswith("error: REVISION_MISMATCH:")
+    # And a publisher that says nothing about the commit is asked to, outside CI
+    monkeypatch.delenv("GITHUB_ACTIONS")
+    code = main([*post, *where], registrations=[])
+    assert code == 1 and capsys.readouterr().err.startswith("error: REVISION_REQUIRED:")
+    # Then nothing was recorded for the candidate
+    assert (
+        SentinelClient(gate["url"], token=gate["tokens"]["publisher"])
+        .get_candidate("demo", cid)
+        .body["evidence"]
+        == []
+    )

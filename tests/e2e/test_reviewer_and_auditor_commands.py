@@ -103,7 +103,8 @@ def test_the_queue_holds_a_new_plan_until_i_approve_it_and_again_once_it_is_amen
     row = next(r for r in queue["awaiting"] if r["candidate_id"] == cid)
     assert (row["plan_version"], row["you_approved_version"]) == (1, None)
     # When she approves it (the digest and revision filled in by the command)
-    code, approved, _ = sentinel("reviewer", "review", "approve", cid, "--yes")
+    digest = sentinel("reviewer", "review", "show", cid)[1]["plan_digest"]
+    code, approved, _ = sentinel("reviewer", "review", "approve", cid, "--yes", "--expect-digest", digest)
     # Then the approval names the current digest and revision, and the candidate leaves her queue
     view = client(gate, "reviewer").get_candidate(PROJECT, cid).body
     assert code == 0 and approved["review"]["plan_digest"] == view["plan_digest"]
@@ -120,7 +121,8 @@ def test_the_queue_holds_a_new_plan_until_i_approve_it_and_again_once_it_is_amen
 def test_review_show_diffs_an_amended_plan_against_the_version_i_approved(gate, sentinel) -> None:
     # Given a plan rita approved at v1, then amended in exactly one task's title
     cid = new_candidate(gate)["candidate_id"]
-    assert sentinel("reviewer", "review", "approve", cid, "--yes")[0] == 0
+    digest = sentinel("reviewer", "review", "show", cid)[1]["plan_digest"]
+    assert sentinel("reviewer", "review", "approve", cid, "--yes", "--expect-digest", digest)[0] == 0
     amend(gate, cid)
     # When she shows the candidate
     code, shown, _ = sentinel("reviewer", "review", "show", cid)
@@ -195,7 +197,8 @@ def test_review_show_gives_the_facts_a_reviewer_needs(gate, sentinel) -> None:
 
 def test_approving_needs_confirmation_off_a_terminal_and_records_nothing_without_it(gate, sentinel) -> None:
     cid = new_candidate(gate)["candidate_id"]
-    code, _out, err = sentinel("reviewer", "review", "approve", cid)
+    digest = sentinel("reviewer", "review", "show", cid)[1]["plan_digest"]
+    code, _out, err = sentinel("reviewer", "review", "approve", cid, "--expect-digest", digest)
     assert code == 1 and err.startswith("error: CONFIRMATION_REQUIRED:") and "--yes" in err
     assert client(gate, "reviewer").get_candidate(PROJECT, cid).body["reviews"] == []
 
@@ -215,7 +218,7 @@ def test_at_a_terminal_the_reviewer_sees_what_is_approved_before_answering(
     digest = client(gate, "reviewer").get_candidate(PROJECT, cid).body["plan_digest"]
     monkeypatch.setattr("sys.stdin", Terminal(answer))
     # When she approves without --yes and answers
-    code, out, err = sentinel("reviewer", "review", "approve", cid, as_json=False)
+    code, out, err = sentinel("reviewer", "review", "approve", cid, "--expect-digest", digest, as_json=False)
     # Then she was shown the candidate, revision, plan version and digest and the counts before the question
     shown = err.split("[y/N]")[0]
     assert cid in shown and made["revision"] in shown and f"v1 {digest}" in shown and "task(s)" in shown
@@ -252,11 +255,43 @@ def test_a_plan_amended_between_reading_and_posting_is_refused_by_the_gate(
         amend(gate, candidate_id)
         return post(self, project, candidate_id, body, idempotency_key)
 
+    digest = sentinel("reviewer", "review", "show", cid)[1]["plan_digest"]
     monkeypatch.setattr(SentinelClient, "review", amended_first)
     # When rita approves
-    code, _out, err = sentinel("reviewer", "review", "approve", cid, "--yes")
+    code, _out, err = sentinel("reviewer", "review", "approve", cid, "--yes", "--expect-digest", digest)
     # Then the gate's 409 DIGEST_MISMATCH is said with the next step
     assert code == 1 and err.startswith("error: DIGEST_MISMATCH:") and f"review show {cid}" in err
+
+
+def test_attack_a_plan_amended_after_review_show_is_never_approved_unseen(
+    gate, sentinel, monkeypatch
+) -> None:
+    # Given rita read plan v1 with `review show`, and the agent amended it while she thought it over
+    cid = new_candidate(gate)["candidate_id"]
+    read = sentinel("reviewer", "review", "show", cid)[1]["plan_digest"]
+    amend(gate, cid)
+    # When she approves as docs/quickstart.md shows, by script or at a terminal (answering yes)
+    code, _out, err = sentinel("reviewer", "review", "approve", cid, "--yes")
+    assert code == 1 and err.startswith("error: DIGEST_REQUIRED:") and f"review show {cid}" in err
+    monkeypatch.setattr("sys.stdin", Terminal("y\n"))
+    code, _out, err = sentinel("reviewer", "review", "approve", cid)
+    assert code == 1 and err.startswith("error: DIGEST_REQUIRED:")
+    # Then nothing is recorded: v2, which she never read, is not approved
+    reviews = client(gate, "reviewer").get_candidate(PROJECT, cid).body["reviews"]
+    assert reviews == [] and read != client(gate, "reviewer").get_candidate(PROJECT, cid).body["plan_digest"]
+
+
+@pytest.mark.parametrize("prefix", [8, 15])
+def test_attack_an_expected_digest_too_short_to_resist_grinding_is_refused(gate, sentinel, prefix) -> None:
+    # Given a digest prefix the agent could match by varying a task title (2^32 hashes for 8 hex digits)
+    cid = new_candidate(gate)["candidate_id"]
+    digest = sentinel("reviewer", "review", "show", cid)[1]["plan_digest"]
+    # When rita approves with it, Then it is refused: 16 hex digits (64 bits), as review show prints, or more
+    code, _out, err = sentinel(
+        "reviewer", "review", "approve", cid, "--yes", "--expect-digest", digest[:prefix]
+    )
+    assert code == 1 and err.startswith("error: VALIDATION_FAILED:")
+    assert client(gate, "reviewer").get_candidate(PROJECT, cid).body["reviews"] == []
 
 
 def test_reject_needs_a_comment_and_an_agent_cannot_review(gate, sentinel) -> None:
@@ -264,7 +299,8 @@ def test_reject_needs_a_comment_and_an_agent_cannot_review(gate, sentinel) -> No
     assert sentinel("reviewer", "review", "reject", cid, "--yes")[0] == 2  # argparse: --comment is required
     code, rejected, _ = sentinel("reviewer", "review", "reject", cid, "--yes", "--comment", "too broad")
     assert code == 0 and rejected["review"]["decision"] == "reject"
-    code, _out, err = sentinel("requester", "review", "approve", cid, "--yes")
+    digest = client(gate, "reviewer").get_candidate(PROJECT, cid).body["plan_digest"]
+    code, _out, err = sentinel("requester", "review", "approve", cid, "--yes", "--expect-digest", digest)
     assert code == 1 and err.startswith("error: AGENT_CANNOT_REVIEW:")
 
 
@@ -338,7 +374,7 @@ def test_the_project_chain_is_for_auditors_only(gate, sentinel) -> None:
     [
         ["review", "queue"],
         ["review", "show", "cand_x"],
-        ["review", "approve", "cand_x", "--yes"],
+        ["review", "approve", "cand_x", "--yes", "--expect-digest", "0" * 16],
         ["plan", "diff", "cand_x"],
         ["status"],
         ["decision", "cand_x"],

@@ -258,3 +258,28 @@ def test_a_gate_that_does_not_answer_is_one_line_and_exit_3(sentinel, tmp_path, 
     monkeypatch.setenv("SENTINEL_URL", "http://127.0.0.1:9")
     code, _out, err = sentinel("apply", "-f", str(EXAMPLE), "--dry-run", token="snt_" + "A" * 49)
     assert code == 3 and err.startswith("error: UNREACHABLE: ") and "Traceback" not in err
+
+
+def test_attack_a_policy_tightened_meanwhile_is_not_reverted_by_an_apply_that_showed_it_unchanged(
+    gate, sentinel, project, tmp_path, monkeypatch
+) -> None:
+    # Given an applied example, and another admin who tightens unit-tests between this apply's read and write
+    sentinel("apply", "-f", str(example_for(project["name"], tmp_path)), "--yes", token=project["admin"])
+    original = SentinelClient.put_bundle
+    tightened = yaml.safe_load(EXAMPLE.read_text())["policies"]["unit-tests"] | {"min_tests": 5}
+
+    def racing(self, name, body, if_match=None):
+        meanwhile = self.put_policy(name, "unit-tests", tightened)
+        assert meanwhile.status == 201, meanwhile.body
+        return original(self, name, body, if_match=if_match)
+
+    monkeypatch.setattr(SentinelClient, "put_bundle", racing)
+    # When this apply, whose diff showed unit-tests unchanged, raises approvals_required only
+    path = example_for(project["name"], tmp_path, approvals_required=2)
+    code, out, err = sentinel("apply", "-f", str(path), "--yes")
+    assert code == 0, err
+    assert "policy unit-tests" not in out.split("applied")[0].replace("policies unchanged", "")
+    # Then the tightened policy stands: nobody saw, or confirmed, a change of unit-tests back to min_tests 1
+    client = SentinelClient(gate["url"], token=project["admin"])
+    current = client.get_policy(project["name"], "unit-tests").body
+    assert (current["version"], current["policy"]["min_tests"]) == (2, 5)

@@ -62,3 +62,40 @@ def test_sentinel_debug_shows_the_traceback(home: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("SENTINEL_DEBUG", "1")
     with pytest.raises(LookupError):
         cli.main(["explode"], registrations=[unexplained])
+
+
+class _Dist:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.metadata = {"Name": name}
+
+
+class _Entry:
+    """An installed `sentinel.commands` entry point, as importlib.metadata lists it."""
+
+    def __init__(self, name: str, dist: str, register: Any) -> None:
+        self.name, self.value, self.dist, self._register = name, f"{dist}:register", _Dist(dist), register
+
+    def load(self) -> Any:
+        return self._register
+
+
+def test_attack_a_third_party_plugin_cannot_stand_in_for_a_server_command(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the server's registration and a third-party package, named to sort first, registering the
+    # server's `audit verify` (an operator's integrity check) with an answer of its own
+    def server(commands: Any) -> None:
+        commands.group("audit").add_parser("verify").set_defaults(run=lambda _a: print("the server's") or 0)
+
+    def impostor(commands: Any) -> None:
+        commands.group("audit").add_parser("verify").set_defaults(run=lambda _a: print("chain valid") or 0)
+
+    entries = [_Entry("server", "sentinel-readiness", server), _Entry("aaa", "sentinel-extras", impostor)]
+    monkeypatch.setattr("importlib.metadata.entry_points", lambda group: entries)
+    # When the operator runs it
+    code = cli.main(["audit", "verify"])
+    # Then the server's own command ran; the clashing package is named as not loaded
+    out, err = capsys.readouterr()
+    assert code == 0 and out.strip() == "the server's"
+    assert "sentinel-extras" in err and "conflicting subparser" in err

@@ -55,7 +55,7 @@ def test_the_dynamodb_item_of_a_synthetic_side_effect_carries_the_attribute_the_
 
 
 def test_the_local_relay_writes_synthetic_side_effects_to_the_event_log_only() -> None:
-    # Given a synthetic action, a synthetic forge check item, one marked by its row only, and a plain one
+    # Given a synthetic action, a synthetic forge check item also flagged by its row, and a plain one
     items = [
         {"pk": PK, "sk": "O#a", "kind": "action", "item": entry("action", True)},
         {"pk": PK, "sk": "O#b", "kind": "forge_check", "item": entry("forge_check", True)},
@@ -63,7 +63,7 @@ def test_the_local_relay_writes_synthetic_side_effects_to_the_event_log_only() -
             "pk": PK,
             "sk": "O#c",
             "kind": "forge_check",
-            "item": entry("forge_check", False),
+            "item": entry("forge_check", True),
             "synthetic": True,
         },
         {"pk": PK, "sk": "O#d", "kind": "forge_check", "item": entry("forge_check", False)},
@@ -85,3 +85,27 @@ def test_the_local_relay_writes_synthetic_side_effects_to_the_event_log_only() -
     assert consumed == []
     assert [h["outbox_id"] for h in publisher.handled] == ["cand_1/forge_check"]
     assert len(publisher.handled) == 1 and SYNTHETIC not in publisher.handled[0]
+
+
+def test_attack_a_row_flag_flipped_by_a_table_writer_never_silences_a_production_side_effect() -> None:
+    # Given a production project's forge check item and action, as the gate sealed them (no synthetic key),
+    # whose rows a table writer flagged synthetic (the SQLite column sits outside the tag)
+    production, ref = "P#shop#C#cand_1", StreamRef("shop", "cand_1")
+    items = [
+        {"pk": production, "sk": "O#a", "kind": "action", "synthetic": True,
+         "item": seal_side_effect(SEAL, ref, {"kind": "action", "outbox_id": "a"})},
+        {"pk": production, "sk": "O#b", "kind": "forge_check", "synthetic": True,
+         "item": seal_side_effect(SEAL, ref, {"kind": "forge_check", "outbox_id": "b"})},
+    ]  # fmt: skip
+    consumed: list[dict[str, Any]] = []
+    publisher, log = Publisher(), EventLog()
+    relay = OutboxRelay(
+        Pending(items), log, seal=lambda: SEAL, forge_checks=publisher, consumers={"action": consumed.append}
+    )
+    # When the relay runs
+    assert relay.run_once() == 2
+    # Then both still reach their consumer and the forge check publisher: only the gate's sealed body says
+    # what is synthetic (a hold on the forge, or a notification, is not suppressed by a table write)
+    assert [c["outbox_id"] for c in consumed] == ["a"]
+    assert [h["outbox_id"] for h in publisher.handled] == ["b"]
+    assert all(not e["detail"].get(SYNTHETIC) for e in log.events)

@@ -20,6 +20,7 @@ from .cli_output import EXIT_INTERRUPTED, CommandRefused, fail
 from .settings import SentinelClientError
 
 ENTRY_POINT_GROUP = "sentinel.commands"
+SERVER_DISTRIBUTION = "sentinel-readiness"
 
 
 class Commands:
@@ -71,7 +72,8 @@ def build_parser(
         try:
             register(commands)
         except Exception as error:  # an installed server that cannot register leaves the client's commands
-            broken.append(f"{getattr(register, '__module__', register)}: {type(error).__name__}: {error}")
+            label = getattr(register, "label", None) or getattr(register, "__module__", register)
+            broken.append(f"{label}: {type(error).__name__}: {error}")
     return parser, broken
 
 
@@ -101,13 +103,32 @@ def _client_commands() -> list[Any]:
     ]
 
 
-def _entry_points(broken: list[str]) -> list[Callable[[Commands], None]]:
-    from importlib.metadata import entry_points
+class _Registration:
+    """An entry point's `register`, with the distribution and object it came from (named when it fails)."""
 
+    def __init__(self, label: str, register: Callable[[Commands], None]) -> None:
+        self.label, self.register = label, register
+
+    def __call__(self, commands: Commands) -> None:
+        self.register(commands)
+
+
+def _distribution(entry: Any) -> str:
+    dist = getattr(entry, "dist", None)
+    return str(getattr(dist, "name", "") or "").lower().replace("_", "-")
+
+
+def _entry_points(broken: list[str]) -> list[Callable[[Commands], None]]:
+    """The registrations installed: the server distribution's first, so that a name another package also
+    registers (a clash, or an impostor of `audit verify` named to sort first) is refused for that package
+    (its registration fails and is named), never for the server's own command."""
+    import importlib.metadata
+
+    listed = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
     found = []
-    for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+    for entry in sorted(listed, key=lambda e: (_distribution(e) != SERVER_DISTRIBUTION, e.name)):
         try:
-            found.append(entry.load())
+            found.append(_Registration(f"{_distribution(entry) or '?'} {entry.value}", entry.load()))
         except Exception as error:  # a broken server install must not take the client's commands with it
             broken.append(f"{entry.value}: {type(error).__name__}: {error}")
     return found

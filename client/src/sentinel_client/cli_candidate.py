@@ -185,11 +185,16 @@ def cmd_attest(args: argparse.Namespace) -> int:
         ("HEAD", head, candidate.get("revision")),
     ):
         if mine != theirs:
+            # The candidate's base is its requester's choice (the agent's): a base later than the one this
+            # pipeline trusts leaves commits out of the change. Never point CI at the candidate's range.
             raise CommandRefused(
                 "REVISION_MISMATCH",
                 f"{side} of {args.from_git} is {short(mine)}, the candidate's is {short(theirs)}",
-                f"attest the candidate's own commits: --from-git {candidate.get('base_revision')}.."
-                f"{candidate.get('revision')}",
+                "check out the candidate's revision to attest it"
+                if side == "HEAD"
+                else "never attest the candidate's own base instead of the range this pipeline trusts (its "
+                "requester chose it, and commits before it would go unexamined): the candidate holds "
+                "unattested; a new commit gives a candidate whose base can be attested",
             )
     subject = str(candidate.get("subject") or "")
     change = _change(reader, base, head, files, read_config(client, project), subject, paths)

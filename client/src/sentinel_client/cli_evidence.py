@@ -2,8 +2,10 @@
 
 The check is found from the plan by the code `sentinel-hook evidence` uses (plan_checks.choose_check), and
 the report and artifacts are read by its functions (ci_evidence), so a person and CI bind the same run to
-the same check. The candidate's own subject, revision and environment are sent: evidence written here
-cannot name another commit by mistake. Every file is read before the first request.
+the same check. The candidate's own subject and environment are sent; the revision is the commit the run
+tested (`--revision`, else the CI's own variables, as `sentinel-hook evidence` reads them), and one that is
+not the candidate's is refused: a candidate id handed to CI by its requester (the agent) must not turn a run
+of another commit into evidence for the candidate's. Every file is read before the first request.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from .ci_evidence import Refused, _files, artifacts, ci_source, junit_report
+from .ci_evidence import Refused, _files, artifacts, ci_revision, ci_source, junit_report
 from .cli_candidate import candidate_id, read_candidate
 from .cli_context import add_persona_options, body_of, load_persona
 from .cli_output import CommandRefused, emit, progress
 from .plan_checks import PlanCheck, PlanCheckError, choose_check, plan_checks
+from .releases import FULL_COMMIT
 
 NEXT_STEPS = {
     "NO_FILES": "check the glob (quote it so the shell does not expand it) and the working directory",
@@ -95,6 +98,32 @@ def _source(args: argparse.Namespace) -> dict[str, str]:
     return source
 
 
+def _tested_revision(args: argparse.Namespace, candidate: dict[str, Any]) -> str:
+    """The commit the run tested, which must be the candidate's."""
+    given = args.revision
+    if given is None:
+        try:
+            given = ci_revision(os.environ)
+        except Refused:
+            raise CommandRefused(
+                "REVISION_REQUIRED",
+                "say which commit the run tested: outside GitHub Actions and GitLab CI it is not known",
+                "give --revision SHA, the full commit id the tests ran on (e.g. `git rev-parse HEAD`)",
+            ) from None
+    revision = str(given).strip().lower()
+    if not FULL_COMMIT.fullmatch(revision):
+        raise CommandRefused("VALIDATION_FAILED", "--revision must be a full commit id (40 or 64 hex digits)")
+    if revision != str(candidate.get("revision") or "").lower():
+        raise CommandRefused(
+            "REVISION_MISMATCH",
+            f"the run tested {revision[:12]}; candidate {args.candidate_id} is for "
+            f"{str(candidate.get('revision'))[:12]}",
+            "post it to the candidate of the commit the run tested (`sentinel candidate create` in that "
+            "checkout names it)",
+        )
+    return revision
+
+
 def cmd_post(args: argparse.Namespace) -> int:
     if args.check is None and args.policy is None:
         raise CommandRefused("BAD_OPTION", "say which check: --check C, or --policy P --scope S")
@@ -113,11 +142,12 @@ def cmd_post(args: argparse.Namespace) -> int:
     persona = load_persona(args)
     client, project = persona.client(), persona.project()
     candidate = read_candidate(client, project, args.candidate_id)
+    revision = _tested_revision(args, candidate)
     check, scopes = _check(candidate, args)
     body = {
         "check_id": check.check_id,
         "subject": candidate.get("subject"),
-        "revision": candidate.get("revision"),
+        "revision": revision,
         "environment": candidate.get("environment"),
         "scope": scopes,
         "observed_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -168,6 +198,12 @@ def register(commands: Any) -> None:
     given.add_argument("--exit-code", type=int, metavar="N", help="the exit code of the command run")
     post.add_argument(
         "--artifact", nargs="+", default=[], metavar="NAME=FILE", help="with --exit-code: artifacts by digest"
+    )
+    post.add_argument(
+        "--revision",
+        metavar="SHA",
+        help="the commit the run tested (default: from GitHub Actions or GitLab CI variables); it must be "
+        "the candidate's",
     )
     post.add_argument("--source-url", metavar="URL", help="where the run can be seen (stored, never fetched)")
     post.add_argument("--run-id", metavar="R", help="the run's id in its system")

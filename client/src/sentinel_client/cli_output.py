@@ -17,6 +17,7 @@ import json
 import sys
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
@@ -67,6 +68,41 @@ NEXT_STEPS = {
 }
 
 
+# Format characters that reorder what a terminal shows (bidirectional overrides, isolates and marks).
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _raw_control(char: str) -> bool:
+    return char not in "\n\t" and (unicodedata.category(char) == "Cc" or char in _BIDI)
+
+
+def _one_line_values(data: Any) -> Any:
+    if isinstance(data, str):
+        return data.replace("\r", "\\r").replace("\n", "\\n")
+    if isinstance(data, dict):
+        return {key: _one_line_values(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_one_line_values(value) for value in data]
+    if isinstance(data, tuple):
+        return tuple(_one_line_values(value) for value in data)
+    return data
+
+
+def shown(text: str) -> str:
+    """Text for a person's terminal: every control character (but line feeds and tabs) and every
+    bidirectional control as a visible escape. Much of what the commands print was written by the agent (task
+    titles, file and test names, a candidate's subject); raw, an escape sequence or a carriage return in it
+    would make the terminal move the cursor and erase or rewrite lines the reviewer is meant to read."""
+
+    def one(char: str) -> str:
+        if not _raw_control(char):
+            return char
+        code = ord(char)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return "".join(one(c) for c in text)
+
+
 def exit_code_for(code: str) -> int:
     return EXIT_UNAVAILABLE if code in UNAVAILABLE_CODES else EXIT_REFUSED
 
@@ -75,7 +111,7 @@ def fail(code: str, message: str, next_step: str | None = None, *, exit_code: in
     """Say no in one line (plus the next step) on standard error; return the exit code."""
     step = NEXT_STEPS.get(code, "") if next_step is None else next_step
     message = " ".join(str(message).split()) or code
-    print(f"error: {code}: {message}" + (f"\nnext: {step}" if step else ""), file=sys.stderr)
+    print(shown(f"error: {code}: {message}" + (f"\nnext: {step}" if step else "")), file=sys.stderr)
     return exit_code_for(code) if exit_code is None else exit_code
 
 
@@ -93,11 +129,17 @@ class CommandRefused(Exception):
 def emit(as_json: bool, data: Any, human: Callable[[Any], str] | str | None = None) -> None:
     """The result: canonical-ish JSON (sorted keys, one document) for machines, words for people."""
     if as_json or human is None:
-        print(json.dumps(data, indent=None if as_json else 2, sort_keys=True, ensure_ascii=False))
+        text = json.dumps(data, indent=None if as_json else 2, sort_keys=True, ensure_ascii=False)
+        # json escapes C0 controls; C1 controls, DEL and bidirectional controls it leaves raw, and a JSON
+        # string may carry them escaped just as well (the document is unchanged for any parser).
+        print("".join(f"\\u{ord(c):04x}" if _raw_control(c) else c for c in text))
         return
-    text = human if isinstance(human, str) else human(data)
+    # The words are built from the data with every line break inside a value shown as `\n`: the line breaks
+    # on the page are the command's own, so a value (a task title, a file name) cannot add lines that look
+    # like the command's (a fake "actions: none declared").
+    text = human if isinstance(human, str) else human(_one_line_values(data))
     if text:
-        print(text.rstrip("\n"))
+        print(shown(text.rstrip("\n")))
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:
@@ -147,7 +189,7 @@ def confirm(question: str, *, yes: bool, stdin: TextIO | None = None, stderr: Te
         raise CommandRefused(
             "CONFIRMATION_REQUIRED", f"{question} needs confirmation and no terminal is attached"
         )
-    print(f"{question} [y/N] ", end="", file=err, flush=True)
+    print(shown(f"{question} [y/N] "), end="", file=err, flush=True)
     answer = source.readline().strip().lower()
     if answer not in ("y", "yes"):
         raise CommandRefused("NOT_CONFIRMED", "nothing was done", next_step="")

@@ -15,7 +15,7 @@ from typing import Any
 
 from .cli_candidate import candidate_id, read_candidate, short
 from .cli_context import add_persona_options, body_of, load_persona
-from .cli_output import EXIT_REFUSED, CommandRefused, confirm, emit, fail, progress, table
+from .cli_output import EXIT_REFUSED, CommandRefused, confirm, emit, fail, progress, shown, table
 
 MAX_PLAN_FILE_BYTES = 256 * 1024  # the plan route's body limit (API.md)
 
@@ -181,7 +181,7 @@ def cmd_amend(args: argparse.Namespace) -> int:
             "fix the plan file (one finding a line below) and run again",
         )
         for finding in findings:
-            print(_finding_line(finding), file=sys.stderr)
+            print(shown(_finding_line(finding)), file=sys.stderr)
         return code if code else EXIT_REFUSED
     stored = body_of(answer, 201)
     stored["replaced_plan_digest"] = current

@@ -2,7 +2,9 @@
 
 A reviewer approves one exact plan digest at one exact revision (DOMAIN.md rules 11 to 14). These commands
 fill both from the candidate itself, so nobody copies 64 hex characters by hand, and show what is being
-approved before asking for confirmation. What a reviewer must see to approve an amended plan is the change
+approved before asking for confirmation; `approve` needs the first 16 (or more) hex digits of the digest
+`review show` printed (`--expect-digest`), so a plan amended after the reviewer read it is never approved.
+What a reviewer must see to approve an amended plan is the change
 since the version they approved, so `review show` diffs against it (sentinel_client.plan_diff)."""
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from .api import SentinelClient
 from .cli_context import add_persona_options, body_of, load_persona
-from .cli_output import CommandRefused, confirm, emit, progress, table
+from .cli_output import CommandRefused, confirm, emit, progress, shown, table
 from .persona_reads import (
     candidate_rows,
     changed_files,
@@ -30,6 +32,9 @@ from .persona_reads import (
 )
 from .plan_diff import diff_plans, render_diff
 
+# The shortest `--expect-digest` accepted: 64 bits, as `review show` prints it (the agent writes the plan, so
+# it can vary it until a shorter prefix matches).
+MIN_EXPECTED_HEX = 16
 REVIEW_AGAIN = "the plan changed since you read it: run `sentinel review show {cid}` again, then approve that"
 
 # Why a candidate is not in my queue (queue_of's reasons).
@@ -393,16 +398,27 @@ def _what_is_reviewed(decision: str, summary: Mapping[str, Any], comment: str | 
 def cmd_decide(args: argparse.Namespace) -> int:
     """approve or reject the current plan digest at the candidate's revision, after showing what it is."""
     persona = load_persona(args)
+    expected = (args.expect_digest or "").lower()
+    if args.decision == "approve" and not expected:
+        # The command fills in the digest it reads now; what the reviewer read was `review show`'s, maybe an
+        # amendment ago. Only the digest they read, named, ties the approval to what they saw.
+        raise CommandRefused(
+            "DIGEST_REQUIRED",
+            "approve needs --expect-digest: the digest of the plan you read",
+            f"run `sentinel review show {args.id}` and the approve line it ends with",
+        )
+    if expected and not re.fullmatch(rf"[0-9a-f]{{{MIN_EXPECTED_HEX},64}}", expected):
+        # Fewer digits could be matched by a plan the agent grinds (8 hex digits: 2^32 hashes).
+        raise CommandRefused(
+            "VALIDATION_FAILED",
+            f"--expect-digest is {MIN_EXPECTED_HEX} to 64 hex characters of the digest",
+            f"copy it from `sentinel review show {args.id}`",
+        )
     client, project = persona.client(), persona.project()
     view = body_of(client.get_candidate(project, args.id), 200)
     digest = view.get("plan_digest")
     if not digest:
         raise CommandRefused("DIGEST_MISMATCH", "this candidate has no plan to review yet", "wait for a plan")
-    expected = (args.expect_digest or "").lower()
-    if expected and not re.fullmatch(r"[0-9a-f]{8,64}", expected):
-        raise CommandRefused(
-            "VALIDATION_FAILED", "--expect-digest is 8 to 64 hex characters of the digest", ""
-        )
     if expected and not digest.startswith(expected):
         raise CommandRefused(
             "DIGEST_MISMATCH",
@@ -425,7 +441,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
     if not args.yes and sys.stdin.isatty():
         # What is approved, before the question: on standard error, so `--json` output stays one document.
         # Off a terminal there is no question, and the refusal stays one line.
-        print(_what_is_reviewed(args.decision, summary, args.comment), file=sys.stderr)
+        print(shown(_what_is_reviewed(args.decision, summary, args.comment)), file=sys.stderr)
     confirm(f"{args.decision} plan v{summary['plan_version']} of {summary['candidate_id']}", yes=args.yes)
     body = {
         "decision": args.decision,
@@ -508,7 +524,8 @@ def register(commands: Any) -> None:
         sub.add_argument(
             "--expect-digest",
             metavar="HEX",
-            help="refuse unless the current plan digest starts with this (as `review show` printed it)",
+            help="refuse unless the current plan digest starts with this, as `review show` printed it "
+            f"({MIN_EXPECTED_HEX} to 64 hex characters; required to approve)",
         )
         sub.add_argument("--yes", action="store_true", help="do not ask (needed when not on a terminal)")
         add_persona_options(sub)

@@ -9,6 +9,7 @@ failure is a CommandRefused with a code and a next step, raised before anything 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
@@ -26,6 +27,9 @@ MAX_PATH_CHARS = 1024
 GIT_BUDGET_SECONDS = 120.0
 NOT_HERE = "-"  # `--openapi NAME=-`: the document lives in another repository
 _RANGE = re.compile(r"^(?P<base>[^\s.](?:\S*[^\s.])?|)(?P<dots>\.\.\.?)(?P<head>[^\s.]\S*|)$")
+# What a revision holds, whatever the clone says besides: `refs/replace/*` (and grafts) would have git read
+# another commit's tree and blobs under the real commit id, so they are never honoured.
+_GIT_OPTIONS = ("--no-replace-objects",)
 _BLOB = re.compile(r"^(?P<mode>\d{6}) (?P<type>\w+) (?P<oid>[0-9a-f]{40}|[0-9a-f]{64})\t")
 
 
@@ -64,11 +68,18 @@ def parse_openapi_paths(items: Sequence[str]) -> dict[str, str]:
     return paths
 
 
+def _absolute_git() -> str | None:
+    """git from PATH's absolute directories only: an empty or relative entry means the current directory, the
+    agent's working tree, where a program named `git` would run as the person reading the change."""
+    directories = [d for d in os.environ.get("PATH", os.defpath).split(os.pathsep) if os.path.isabs(d)]
+    return shutil.which("git", path=os.pathsep.join(directories)) if directories else None
+
+
 class GitReader:
     """git in one working tree, through the hook's GitRepository (its environment scrubbing and budget)."""
 
     def __init__(self, directory: str, git: str | None = None) -> None:
-        found = git or shutil.which("git")
+        found = git or _absolute_git()
         if not found:
             raise CommandRefused("GIT_UNAVAILABLE", "git is not installed or not on PATH", "install git")
         self.repository = GitRepository(git=found, budget=GIT_BUDGET_SECONDS)
@@ -82,7 +93,7 @@ class GitReader:
         self.top = top[1].strip()
 
     def _run(self, directory: str, *args: str) -> tuple[int, str]:
-        done = self.repository.run(directory, *args)
+        done = self.repository.run(directory, *args, options=_GIT_OPTIONS)
         if done is None:
             raise CommandRefused(
                 "GIT_FAILED",
@@ -92,7 +103,7 @@ class GitReader:
         return done
 
     def commit(self, ref: str) -> str:
-        sha = self.repository.rev_parse(self.top, (), ref)
+        sha = self.repository.rev_parse(self.top, _GIT_OPTIONS, ref)
         if sha is None or self._run(self.top, "cat-file", "-e", f"{sha}^{{commit}}")[0] != 0:
             raise CommandRefused(
                 "BAD_RANGE",
@@ -122,6 +133,9 @@ class GitReader:
             "--no-renames",
             "--no-relative",
             "--no-ext-diff",
+            # A submodule whose pointer moved is a changed path, whatever `.gitmodules` (committed by the
+            # change's author) or the clone's config says to ignore: GitHub lists it.
+            "--ignore-submodules=none",
             base,
             head,
         )

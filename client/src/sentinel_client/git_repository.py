@@ -54,10 +54,10 @@ class GitRepository:
             return None
         return done.returncode, done.stdout.decode("utf-8", "surrogateescape")
 
-    def run(self, directory: str, *args: str) -> tuple[int, str] | None:
-        """One git command in `directory` with no options of a command's own, under the budget: (exit code,
+    def run(self, directory: str, *args: str, options: Sequence[str] = ()) -> tuple[int, str] | None:
+        """One git command in `directory` with only the global `options` given, under the budget: (exit code,
         standard output), or None when git could not run or the budget is spent."""
-        return self._run(directory, (), {}, *args)
+        return self._run(directory, options, {}, *args)
 
     def facts(self, directory: str, options: Sequence[str], env: Mapping[str, str]) -> RepoFacts | None:
         key = (directory, tuple(options), tuple(sorted(env.items())))

@@ -48,7 +48,7 @@ class _Differ(_MessageDiffer, _SecurityDiffer):
                         f"the path {quote(template)} must start with / and use only URL path "
                         f"characters (at most {MAX_TEMPLATE_CHARS})"
                     )
-                item = doc.mapping(raw_item, f"{section} {quote(template)}")
+                item = doc.path_item(raw_item, f"{section} {quote(template)}")
                 for method in METHODS:
                     if method not in item:
                         continue
@@ -258,8 +258,8 @@ class _Differ(_MessageDiffer, _SecurityDiffer):
                 if expression not in nc:
                     add("callback-removed", True, label)
                     continue
-                oi = self.old.mapping(o_item, label)
-                ni = self.new.mapping(nc[expression], label)
+                oi = self.old.path_item(o_item, label)
+                ni = self.new.path_item(nc[expression], label)
                 for method in METHODS:
                     if method not in oi and method not in ni:
                         continue

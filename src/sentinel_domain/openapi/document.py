@@ -138,6 +138,23 @@ class Document:
         self._final[ref] = (node, current)
         return node, current
 
+    def path_item(self, value: Any, where: str) -> dict[str, Any]:
+        """A path item, whose `$ref` may have fields of the path item's own beside it (unlike a Reference
+        Object's, which are ignored): they are read with the referenced item's, documentation aside, so an
+        operation, parameters or servers written beside the `$ref` are never invisible. A field both give is
+        refused: which one a client reads is undefined."""
+        if not (isinstance(value, dict) and "$ref" in value):
+            return self.mapping(value, where)
+        target = self.mapping(value, where)
+        beside = {k: v for k, v in value.items() if k != "$ref" and (k == "servers" or k not in ANNOTATIONS)}
+        both = sorted(k for k in beside if k in target)
+        if both:
+            raise MalformedOpenApi(
+                f"{where} gives {', '.join(quote(k) for k in both)} both beside its $ref and in the item it "
+                "references: which one applies is undefined"
+            )
+        return {**target, **beside}
+
     def deref(self, node: Any) -> Any:
         if isinstance(node, dict) and "$ref" in node:
             return self.resolve(node["$ref"])[0]
