@@ -13,7 +13,7 @@ from support.world import CONFIG, LINT_POLICY, UNIT_POLICY
 
 B = P + "/bundle"
 STRICTER_UNIT = dict(UNIT_POLICY, min_tests=5)
-CONTRACT = dict(UNIT_POLICY, check_type="contract", command="schemathesis run {scope}")
+CONTRACT = dict(UNIT_POLICY, command="schemathesis run {scope}")
 NEW_CONFIG = dict(
     CONFIG,
     derivation_rules=[*CONFIG["derivation_rules"], {"files": ["api/**"], "policy_id": "api-contract"}],

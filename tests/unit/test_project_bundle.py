@@ -15,7 +15,7 @@ from sentinel_domain.usecases.chain import ANSWER_TAG
 from sentinel_domain.webhooks import forge_index_key
 from support.world import ADMIN, AUDITOR, CONFIG, LINT_POLICY, PROJECT, UNIT_POLICY, World
 
-CONTRACT_POLICY = dict(UNIT_POLICY, check_type="contract", command="schemathesis run {scope}")
+CONTRACT_POLICY = dict(UNIT_POLICY, command="schemathesis run {scope}")
 NEW_CONFIG = dict(
     CONFIG,
     derivation_rules=[
