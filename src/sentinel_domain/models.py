@@ -216,6 +216,11 @@ class ProjectBundle(Strict):
 
     config: ProjectConfig
     policies: dict[Ident, Policy] = Field(default_factory=dict, max_length=MAX_BUNDLE_POLICIES)
+    # The version of each policy the sender read (0: it had none). If-Match guards the configuration only; a
+    # policy named here that moved since is refused (412), so an apply never reverts a change it did not see.
+    expected_policy_versions: dict[Ident, Annotated[int, Field(ge=0)]] = Field(
+        default_factory=dict, max_length=MAX_BUNDLE_POLICIES
+    )
 
 
 class OpenApiChange(Strict):

@@ -311,13 +311,18 @@ def cmd_apply(args: argparse.Namespace) -> int:
         "policies": {
             pid: policy.model_dump(mode="json") for pid, policy in wanted.policies.items() if pid in shown
         },
+        # What the diff was made from: a policy another admin changed meanwhile is refused, not reverted.
+        "expected_policy_versions": {
+            pid: current["versions"].get(pid, 0) for pid in wanted.policies if pid in shown
+        },
     }
     if_match = str(current["config_version"]) if current["config"] is not None else None
     answer = client.put_bundle(project, bundle, if_match=if_match)
     if answer.status in (412, 428):
         raise CommandRefused(
             "VERSION_CONFLICT",
-            f"project {project}'s configuration changed since it was read (someone applied meanwhile); "
+            f"project {project}'s configuration or a policy changed since it was read (someone applied "
+            "meanwhile); "
             "nothing was changed",
             "run apply again to see the new diff",
         )

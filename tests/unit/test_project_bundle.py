@@ -145,6 +145,27 @@ def test_a_bundle_names_the_current_configuration_version(if_match: str | None, 
     assert world.store.snapshot() == before
 
 
+@pytest.mark.parametrize("expected", [{"unit-tests": 1}, {"api-contract": 0}])
+def test_a_policy_that_moved_since_the_bundle_was_made_is_refused_not_reverted(
+    expected: dict[str, int],
+) -> None:
+    # Given another admin tightened unit-tests (version 2) and added api-contract after this bundle was made
+    world = World()
+    world.gate.put_policy(PROJECT, "unit-tests", ADMIN, Policy.model_validate(STRICTER_UNIT))
+    world.gate.put_policy(PROJECT, "api-contract", ADMIN, Policy.model_validate(CONTRACT_POLICY))
+    before = world.store.snapshot()
+    made = bundle(CONFIG, unit_tests=UNIT_POLICY, api_contract=CONTRACT_POLICY)
+    made = made.model_copy(update={"expected_policy_versions": expected})
+    # When the bundle says which versions it was made from, Then it is refused and nothing is written
+    with pytest.raises(Refusal) as refused:
+        world.gate.put_bundle(PROJECT, ADMIN, made, "1")
+    assert (refused.value.code, refused.value.reason) == ("VERSION_CONFLICT", IF_MATCH_STALE)
+    assert world.store.snapshot() == before
+    # And the versions it names, when current, are accepted
+    current = made.model_copy(update={"expected_policy_versions": {"unit-tests": 2, "api-contract": 1}})
+    assert world.gate.put_bundle(PROJECT, ADMIN, current, "1").changed.policies == ["unit-tests"]
+
+
 def test_the_first_bundle_of_a_project_needs_no_version() -> None:
     # Given a new project without configuration or policies
     world = World()

@@ -148,6 +148,7 @@ def put_bundle(
         version = state.config_version()
         _require_if_match(version, if_match)
         current = state.policies()
+        _require_policy_versions(current, bundle.expected_policy_versions)
         changed = sorted(
             pid
             for pid, policy in bundle.policies.items()
@@ -192,6 +193,18 @@ def put_bundle(
         return chain.commit(CommitRequest(stream, actor.id, fact, outbox=outbox), outcome)
 
     return chain.retrying(attempt)
+
+
+def _require_policy_versions(current: dict[str, Any], expected: dict[str, int]) -> None:
+    """Each policy the sender says it read must still be at that version (0: still absent)."""
+    for pid, wanted in sorted(expected.items()):
+        have = current[pid][0] if pid in current else 0
+        if have != wanted:
+            raise Refusal(
+                "VERSION_CONFLICT",
+                f"policy {pid} is at version {have}, not the {wanted} the bundle was made from",
+                reason=IF_MATCH_STALE,
+            )
 
 
 def get_config(chain: Chain, project: str, actor: Actor) -> ConfigVersion:
