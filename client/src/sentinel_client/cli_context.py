@@ -30,12 +30,12 @@ from .api import Response, SentinelClient
 from .cli_output import CommandRefused, emit, table
 from .settings import (
     ENV_PREFIX,
-    MAX_CONFIG_FILE_BYTES,
     ClientConfigError,
     ClientSettings,
     check_url,
     load_settings,
     parse_timeout,
+    read_json_object,
     read_token,
 )
 
@@ -63,19 +63,10 @@ def contexts_path() -> Path:
 
 def read_contexts() -> dict[str, Any]:
     path = contexts_path()
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    data = read_json_object(path)
+    if data is None:
         return {"current": None, "contexts": {}}
-    except OSError as error:
-        raise ClientConfigError("CONFIG_UNREADABLE", f"cannot read {path}: {error.strerror}") from None
-    if len(raw) > MAX_CONFIG_FILE_BYTES:
-        raise ClientConfigError("CONFIG_INVALID", f"{path} is larger than {MAX_CONFIG_FILE_BYTES} bytes")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
-        raise ClientConfigError("CONFIG_INVALID", f"{path} is not valid JSON: {error}") from None
-    contexts = data.get("contexts") if isinstance(data, dict) else None
+    contexts = data.get("contexts")
     if not isinstance(contexts, dict) or not all(
         isinstance(body, dict) and set(body) <= set(CONTEXT_KEYS) for body in contexts.values()
     ):

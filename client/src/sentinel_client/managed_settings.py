@@ -27,6 +27,7 @@ from .settings import (
     ClientConfigError,
     ClientSettings,
     check_url,
+    parse_json_object,
     parse_release_patterns,
     parse_timeout,
     user_config_path,
@@ -118,14 +119,7 @@ def _read_managed(path: str, owner: int) -> dict[str, object] | None:
                 f"root and writable by no one else (chown root:root, chmod 644).",
             )
         raw = handle.read(MAX_CONFIG_FILE_BYTES + 1)
-    if len(raw) > MAX_CONFIG_FILE_BYTES:
-        raise ClientConfigError("CONFIG_INVALID", f"{path} is larger than {MAX_CONFIG_FILE_BYTES} bytes")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
-        raise ClientConfigError("CONFIG_INVALID", f"{path} is not valid JSON: {error}") from None
-    if not isinstance(data, dict):
-        raise ClientConfigError("CONFIG_INVALID", f"{path} must hold a JSON object")
+    data = parse_json_object(raw, path)
     unknown = sorted(set(data) - _MANAGED_KEYS)
     if unknown:
         raise ClientConfigError("CONFIG_INVALID", f"{path} has unknown setting(s): {', '.join(unknown)}")

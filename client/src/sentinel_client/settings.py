@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 ENV_PREFIX = "SENTINEL_"
@@ -208,16 +209,8 @@ def user_config_path(home: str | os.PathLike[str] | None = None) -> Path | None:
     return base / USER_CONFIG_RELATIVE_PATH
 
 
-def _read_user_file(path: Path | None) -> dict[str, object]:
-    if path is None:
-        return {}
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_CONFIG_FILE_BYTES + 1)
-    except FileNotFoundError:
-        return {}
-    except OSError as error:
-        raise ClientConfigError("CONFIG_UNREADABLE", f"cannot read {path}: {error.strerror}") from None
+def parse_json_object(raw: bytes, path: Path) -> dict[str, Any]:
+    """A settings file's bytes (read with at most one byte past the cap) as a JSON object, or refused."""
     if len(raw) > MAX_CONFIG_FILE_BYTES:
         raise ClientConfigError("CONFIG_INVALID", f"{path} is larger than {MAX_CONFIG_FILE_BYTES} bytes")
     try:
@@ -226,6 +219,25 @@ def _read_user_file(path: Path | None) -> dict[str, object]:
         raise ClientConfigError("CONFIG_INVALID", f"{path} is not valid JSON: {error}") from None
     if not isinstance(data, dict):
         raise ClientConfigError("CONFIG_INVALID", f"{path} must hold a JSON object")
+    return data
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """A user's settings file as a JSON object; None when there is none."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_CONFIG_FILE_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise ClientConfigError("CONFIG_UNREADABLE", f"cannot read {path}: {error.strerror}") from None
+    return parse_json_object(raw, path)
+
+
+def _read_user_file(path: Path | None) -> dict[str, object]:
+    data = read_json_object(path) if path is not None else None
+    if data is None:
+        return {}
     unknown = sorted(set(data) - set(_KEYS))
     if unknown:
         # A misspelt key would otherwise leave a default in force without anyone noticing.
