@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -445,8 +446,21 @@ def test_the_ready_flow_with_the_publisher_and_a_waiting_gate_against_serve(tmp_
             stderr=subprocess.PIPE,
             text=True,
         )
+        # The gate's progress is read as it comes, so the tasks are reported only once it has seen the hold
+        # (a fixed sleep raced a slow start under load).
+        said: list[str] = []
+        saw_hold = threading.Event()
+
+        def follow() -> None:
+            for line in waiting.stderr or []:
+                said.append(line)
+                if "hold: TASK_NOT_REPORTED" in line:
+                    saw_hold.set()
+
+        reader = threading.Thread(target=follow, daemon=True)
+        reader.start()
         try:
-            time.sleep(1.0)
+            assert saw_hold.wait(60), "the waiting gate never said it holds: " + "".join(said)
             by_check = {e["check_id"]: e["evidence_id"] for e in state["evidence"]}
             for task in proposal["plan"]["tasks"]:
                 claims = [
@@ -465,7 +479,10 @@ def test_the_ready_flow_with_the_publisher_and_a_waiting_gate_against_serve(tmp_
                     },
                 )
                 assert reported.status == 201 and reported.body["passes"], reported.body
-            out, err = waiting.communicate(timeout=120)
+            out = waiting.stdout.read() if waiting.stdout else ""
+            waiting.wait(timeout=120)
+            reader.join(timeout=10)
+            err = "".join(said)
         finally:
             if waiting.poll() is None:
                 waiting.kill()

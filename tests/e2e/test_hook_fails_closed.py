@@ -557,4 +557,5 @@ def test_the_hook_gives_up_within_its_budget_even_when_bytes_trickle(
     assert ran.stderr == denial(
         f"payments at {repo[1]} in staging", f"- TIMEOUT: no answer from {url} within 0.5 s"
     )
-    assert ran.exit_code == 2 and ran.seconds < 3
+    # (the trickle lasts 5 s; the bound leaves room for the interpreter's start on a loaded machine)
+    assert ran.exit_code == 2 and ran.seconds < 4
