@@ -7,6 +7,7 @@ the operator's own credentials (or the embedded store's), and record each change
 import argparse
 import json
 import sys
+from typing import Any
 
 from sentinel_client.cli import Commands
 from sentinel_client.cli import main as client_main
@@ -79,8 +80,11 @@ def _roles(args: argparse.Namespace) -> dict[str, list[str]]:
 
 
 def cmd_principals(args: argparse.Namespace) -> int:
-    operator = services_for(args).operator
+    services = services_for(args)
+    operator = services.operator
     try:
+        if args.action == "tag-legacy":
+            return _tag_legacy(services, args)
         if args.action in ("add", "rotate"):
             ttl = parse_duration(args.ttl) if args.ttl else None
             if args.action == "rotate":
@@ -104,6 +108,21 @@ def cmd_principals(args: argparse.Namespace) -> int:
         return fail(refused.code, refused.message)
     except ValueError as error:
         return fail("VALIDATION_FAILED", str(error), "durations look like 30m, 12h or 90d")
+    return 0
+
+
+def _tag_legacy(services: Any, args: argparse.Namespace) -> int:
+    """Once, after upgrading a local data directory to schema 4: tag the principal rows written before, which
+    are refused until then. The operator vouches for the rows as they stand (see sqlite_principals)."""
+    from sentinel_service.adapters.sqlite_principals import SqlitePrincipalAdmin, tag_legacy_rows
+
+    if not isinstance(services.admin, SqlitePrincipalAdmin):
+        return fail("VALIDATION_FAILED", "only the local gate's database has untagged principal rows")
+    confirm(
+        "tag every principal row in this database as it stands now (only if nobody else could write it)",
+        yes=args.yes,
+    )
+    print(json.dumps(tag_legacy_rows(services.admin.db, services.token_key()), sort_keys=True))
     return 0
 
 
@@ -213,9 +232,14 @@ def register(commands: Commands) -> None:
     listing.add_argument(
         "--kind", dest="kind_filter", choices=["human", "agent", "ci"], help="only those of this kind"
     )
-    for destructive in (rotate, revoke):
+    tag_legacy = principals.add_parser(
+        "tag-legacy",
+        help="once, after upgrading a local data directory: tag the principal rows written before "
+        "(refused until then), vouching for them as they stand",
+    )
+    for destructive in (rotate, revoke, tag_legacy):
         destructive.add_argument("--yes", action="store_true", help="do it without asking (no terminal)")
-    for sp in (add, rotate, revoke, listing):
+    for sp in (add, rotate, revoke, listing, tag_legacy):
         add_store_options(sp)
         sp.set_defaults(run=cmd_principals)
     for sp in (create, add, rotate, revoke, listing):

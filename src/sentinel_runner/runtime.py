@@ -136,11 +136,18 @@ def open_embedded(data: DataDir, *, environ: Mapping[str, str] | None = None) ->
     seal, witness = local_integrity(Path(env["SENTINEL_CHAIN_KEY_FILE"]).expanduser(), data.witness, new=new)
     database = SqliteDatabase(data.database)
     signer = local_receipt_signer(data, env)
+    services: Services | None = None
+
+    def token_key() -> bytes:  # the admin tags a revoked row with it; read when a revocation runs
+        if services is None:
+            raise TokenKeyUnavailable("the token key is read only once the services are composed")
+        return services.token_key()
+
     services = compose(
         Settings.from_env(env),
         store=SqliteStateStore(database),
         directory=SqlitePrincipalDirectory(database),
-        admin=SqlitePrincipalAdmin(database),
+        admin=SqlitePrincipalAdmin(database, token_key=token_key),
         witness=witness,
         seal=seal,
         environ=env,

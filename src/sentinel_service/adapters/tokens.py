@@ -8,8 +8,11 @@ and the local runner share it.
 
 import hashlib
 import hmac
+import json
 import re
 import secrets
+from collections.abc import Mapping
+from typing import Any
 
 PREFIX = "snt_"
 ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -74,6 +77,67 @@ def token_hmac(key: bytes, token: str) -> str:
     if not key:
         raise ValueError("an empty token key is refused")
     return hmac.new(key, token.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+# Where principals and token hashes share a file with data that anyone able to write it could change (the
+# local gate's SQLite database), each principal row and each token's mapping carries a tag under a key derived
+# from the token key with this label: distinct from the token HMACs themselves, so no tag is ever a token's
+# hash and no token's hash a tag.
+ROW_TAG_LABEL = b"sentinel/principal-row-tag/v1"
+ROW_TAG_FIELDS = (
+    "id",
+    "kind",
+    "sponsor",
+    "roles",
+    "revoked",
+    "compromised",
+    "token_hmac",
+    "token_expires_at",
+)
+
+
+def row_tag_key(key: bytes) -> bytes:
+    if not key:
+        raise ValueError("an empty token key is refused")
+    return hmac.new(key, ROW_TAG_LABEL, hashlib.sha256).digest()
+
+
+def _canonical(kind: str, values: list[Any]) -> bytes:
+    # JSON with sorted keys, no whitespace, ASCII only: one encoding for one set of values.
+    return json.dumps([kind, *values], sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode(
+        "ascii"
+    )
+
+
+def principal_row_tag(key: bytes, row: Mapping[str, Any]) -> str:
+    """The tag over everything in a principal row that decides what the authorizer grants: its id, kind,
+    sponsor, roles (each project's roles sorted), revoked and compromised flags, and its current token's hash
+    and expiry. `key` is the token key itself; the tag key is derived from it."""
+    roles = row["roles"] or {}
+    values: list[Any] = [
+        row["id"],
+        row["kind"],
+        row["sponsor"] or None,
+        {project: sorted(granted) for project, granted in roles.items()},
+        bool(row["revoked"]),
+        bool(row["compromised"]),
+        row["token_hmac"] or None,
+        row["token_expires_at"] or None,
+    ]
+    return hmac.new(row_tag_key(key), _canonical("principal", values), hashlib.sha256).hexdigest()
+
+
+def token_mapping_tag(key: bytes, hashed: str, principal_id: str, expires_at: str) -> str:
+    """The tag binding a stored token hash to the principal it was issued to, and its expiry."""
+    values = [hashed, principal_id, expires_at]
+    return hmac.new(row_tag_key(key), _canonical("token", values), hashlib.sha256).hexdigest()
+
+
+def tag_holds(stored: object, expected: str) -> bool:
+    """A stored tag verifies: present, a string, and equal in constant time. A missing tag never does."""
+    return isinstance(stored, str) and hmac.compare_digest(
+        stored.encode("ascii", "replace"), expected.encode()
+    )
 
 
 def parse_duration(text: str) -> int:
