@@ -96,15 +96,39 @@ def sealed_or_fresh() -> Path | None:
     from .data_dir import default_data_dir
 
     data = default_data_dir()
-    if (data / "sentinel.db").exists() and not (data / "chain.key").exists():
-        fresh = Path(tempfile.mkdtemp(prefix="sentinel-demo-"))
-        print(
-            f"   {data} holds a store written before audit chains were sealed (no chain.key); "
-            f"this demo runs in {fresh} instead",
-            flush=True,
+    database = data / "sentinel.db"
+    if not database.exists():
+        return None
+    if not (data / "chain.key").exists():
+        why = "a store written before audit chains were sealed (no chain.key)"
+    elif _untagged_principals(database):
+        why = (
+            "principals written before their rows were tagged (the operator's `sentinel principals "
+            "tag-legacy` vouches for them)"
         )
-        return fresh
-    return None
+    else:
+        return None
+    fresh = Path(tempfile.mkdtemp(prefix="sentinel-demo-"))
+    print(f"   {data} holds {why}; this demo runs in {fresh} instead", flush=True)
+    return fresh
+
+
+def _untagged_principals(database: Path) -> bool:
+    """Whether the store holds principal rows without the tag schema 4 gives them (read-only; a file that
+    cannot be read is left for the server to refuse in its own words)."""
+    import sqlite3
+    from contextlib import closing
+
+    try:
+        with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
+            columns = {row[1] for row in db.execute("PRAGMA table_info(principals)")}
+            if not columns:
+                return False
+            if "row_tag" not in columns:
+                return bool(db.execute("SELECT count(*) FROM principals").fetchone()[0])
+            return bool(db.execute("SELECT count(*) FROM principals WHERE row_tag IS NULL").fetchone()[0])
+    except sqlite3.Error:
+        return False
 
 
 def witnessed(data_dir: str, project: str, candidate_id: str) -> list[str]:
@@ -153,7 +177,13 @@ def receipt_line(data_dir: str, project: str, decision: dict[str, Any]) -> str:
 def main() -> int:
     started = time.monotonic()
     print("Starting the local gate (its embedded store, the seeded demo project)…", flush=True)
-    with LocalGate(sealed_or_fresh()) as gate:
+    try:
+        gate_context = LocalGate(sealed_or_fresh())
+        gate = gate_context.__enter__()
+    except RuntimeError as error:  # the server said why it would not start: say it, without a traceback
+        print(f"\nFAILED: {error}", file=sys.stderr)
+        return 1
+    try:
         where = gate.banner.get("data_dir") or gate.banner.get("dynamodb_endpoint")
         kept = "kept across restarts" if gate.banner.get("persistent") else "not kept"
         print(
@@ -170,6 +200,8 @@ def main() -> int:
         except FlowError as error:
             print(f"\nFAILED: {error}", file=sys.stderr)
             return 1
+    finally:
+        gate_context.__exit__(None, None, None)
     try:
         for line in witnessed(str(where), gate.banner["seed"]["project"], result.candidate_id):
             print(line, flush=True)
