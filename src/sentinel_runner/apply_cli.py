@@ -29,7 +29,6 @@ import os
 import sys
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -158,8 +157,7 @@ def read_current(client: SentinelClient, project: str) -> dict[str, Any]:
         one = body_of(client.get_policy(project, entry["policy_id"]), 200)
         policies[one["policy_id"]] = Policy.model_validate(one["policy"]).model_dump(mode="json")
         versions[one["policy_id"]] = int(one["version"])
-    # Read through `request`: the client names no config read of its own (yet).
-    answer = client.request("GET", f"/projects/{quote(project, safe='')}/config")
+    answer = client.get_config(project)
     if answer.status == 404:  # the project exists (its policies were listed): it has no configuration yet
         config, version = None, 0
     else:

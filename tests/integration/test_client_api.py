@@ -131,6 +131,7 @@ ROUTES: list[tuple[str, Callable[[SentinelClient], Response], str, str, object]]
         "/v1/projects/p/policies/unit-tests",
         {"check_type": "junit"},
     ),
+    ("get_config", lambda c: c.get_config("p"), "GET", "/v1/projects/p/config", None),
     ("list_policies", lambda c: c.list_policies("p"), "GET", "/v1/projects/p/policies", None),
     (
         "get_plan",

@@ -291,6 +291,9 @@ class SentinelClient:
         """The configuration and policies as one write: `{"config": {...}, "policies": {id: {...}}}`."""
         return self.request("PUT", f"{self._project(project)}/bundle", body, if_match=if_match)
 
+    def get_config(self, project: str) -> Response:
+        return self.request("GET", f"{self._project(project)}/config")
+
     def put_policy(self, project: str, policy_id: str, policy: Mapping[str, Any]) -> Response:
         return self.request("PUT", f"{self._project(project)}/policies/{_segment(policy_id)}", policy)
 

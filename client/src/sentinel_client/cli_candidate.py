@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 from typing import Any
-from urllib.parse import quote
 
 from .api import SentinelClient
 from .cli_context import Persona, add_persona_options, body_of, load_persona
@@ -37,7 +36,7 @@ def read_candidate(client: SentinelClient, project: str, candidate_id: str) -> d
 
 def read_config(client: SentinelClient, project: str) -> dict[str, Any]:
     """The project's configuration in force (GET …/config, any role)."""
-    body = body_of(client.request("GET", f"/projects/{quote(project, safe='')}/config"), 200)
+    body = body_of(client.get_config(project), 200)
     config = body.get("config") if isinstance(body, dict) else None
     if not isinstance(config, dict):
         raise CommandRefused("BAD_RESPONSE", "the configuration read has no config object")

@@ -149,11 +149,10 @@ def load_persona(args: argparse.Namespace) -> Persona:
         if not from_env and context.get(key):
             value = context[key]
             setattr(settings, key, gate_url(value) if key == "url" else value)
-    flags = {"url": "url", "project": "project", "token_file": "token_file"}
-    for attribute, key in flags.items():
-        value = getattr(args, attribute, None)
+    for key in ("url", "project", "token_file"):  # flags win; the URL is checked below with the rest
+        value = getattr(args, key, None)
         if value:
-            setattr(settings, key, gate_url(value) if key == "url" else value)
+            setattr(settings, key, value)
     for key in ("subject", "environment"):
         value = getattr(args, key, None)
         if isinstance(value, str) and value:
